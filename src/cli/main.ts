@@ -1,0 +1,51 @@
+import { ConfigError, SluiceError } from '../errors.js';
+import { kafkaCommand } from './kafka-command.js';
+import { devCommand, runCommand, topologyCommand } from './run-command.js';
+import { resetCommand } from './reset-command.js';
+
+const USAGE = `sluice — stream processing on Kafka for TypeScript
+
+Usage:
+  sluice run <job-file> [--config sluice.yaml] [--<setting> value ...]   run one worker of a job
+  sluice dev <job-file> [...]        like run; starts a local Kafka when KAFKA_BROKERS is not set
+  sluice topology <job-file>         print the job's sub-topologies, topics and stores
+  sluice reset <job-file> --yes      delete the app's offsets, internal topics and local state
+  sluice kafka start|stop|status [--version 4.4.0|3.9.1] [--port 9092]
+
+Settings come from the YAML file, SLUICE_* env variables and flags (in rising precedence),
+e.g. --processing.guarantee at_least_once, --brokers 127.0.0.1:9092, --http-port 9464.
+`;
+
+export async function main(argv: string[]): Promise<number> {
+  const [cmd, ...rest] = argv;
+  try {
+    switch (cmd) {
+      case 'run':
+        return await runCommand(rest);
+      case 'dev':
+        return await devCommand(rest);
+      case 'topology':
+        return await topologyCommand(rest);
+      case 'reset':
+        return await resetCommand(rest);
+      case 'kafka':
+        return await kafkaCommand(rest);
+      case undefined:
+      case 'help':
+      case '--help':
+      case '-h':
+        process.stdout.write(USAGE);
+        return cmd === undefined ? 1 : 0;
+      default:
+        process.stderr.write(`unknown command ${JSON.stringify(cmd)}\n\n${USAGE}`);
+        return 1;
+    }
+  } catch (e) {
+    if (e instanceof ConfigError || e instanceof SluiceError) {
+      process.stderr.write(`sluice: ${e.message}\n`);
+      return 1;
+    }
+    process.stderr.write(`sluice: ${(e as Error)?.stack ?? String(e)}\n`);
+    return 1;
+  }
+}

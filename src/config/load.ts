@@ -1,0 +1,161 @@
+import { readFileSync } from 'node:fs';
+import { parse as parseYaml } from 'yaml';
+import { type ConfigProblem, ConfigError } from '../errors.js';
+import {
+  configLeaves,
+  configSchema,
+  envNameOf,
+  type Leaf,
+  type SluiceConfig,
+  type SluiceConfigInput,
+} from './schema.js';
+
+/** Env variables that start with SLUICE_ but are not config keys (read by other parts). */
+const RESERVED_ENV = new Set(['SLUICE_KAFKA_VERSION', 'SLUICE_CONFIG']);
+
+export interface LoadConfigOptions {
+  /** Path of a YAML (or JSON) file; `SLUICE_CONFIG` is used when absent. */
+  file?: string | undefined;
+  /** The process environment (defaults to process.env). */
+  env?: NodeJS.ProcessEnv;
+  /** Flags as `path=value` pairs already split by the CLI: `[['processing.guarantee', 'at_least_once']]`. */
+  flags?: ReadonlyArray<readonly [string, string]>;
+  /** Values set in code (lowest precedence after defaults). */
+  overrides?: SluiceConfigInput;
+}
+
+function coerce(leaf: Leaf, raw: string, where: string, problems: ConfigProblem[]): unknown {
+  switch (leaf.kind) {
+    case 'number': {
+      const n = Number(raw);
+      if (raw.trim() === '' || !Number.isFinite(n)) {
+        problems.push({ path: where, message: `expected a number, got ${JSON.stringify(raw)}` });
+        return undefined;
+      }
+      return n;
+    }
+    case 'boolean':
+      if (/^(true|1|yes|on)$/i.test(raw)) return true;
+      if (/^(false|0|no|off)$/i.test(raw)) return false;
+      problems.push({ path: where, message: `expected true or false, got ${JSON.stringify(raw)}` });
+      return undefined;
+    case 'string[]':
+      return raw
+        .split(',')
+        .map((s) => s.trim())
+        .filter((s) => s.length > 0);
+    default:
+      return raw;
+  }
+}
+
+function setPath(target: Record<string, any>, path: readonly string[], value: unknown): void {
+  let cur = target;
+  for (let i = 0; i < path.length - 1; i++) {
+    const k = path[i]!;
+    if (typeof cur[k] !== 'object' || cur[k] === null || Array.isArray(cur[k])) cur[k] = {};
+    cur = cur[k];
+  }
+  cur[path[path.length - 1]!] = value;
+}
+
+function deepMerge(base: Record<string, any>, over: Record<string, any>): Record<string, any> {
+  const out: Record<string, any> = { ...base };
+  for (const [k, v] of Object.entries(over)) {
+    if (v && typeof v === 'object' && !Array.isArray(v) && out[k] && typeof out[k] === 'object' && !Array.isArray(out[k])) {
+      out[k] = deepMerge(out[k], v);
+    } else {
+      out[k] = v;
+    }
+  }
+  return out;
+}
+
+function deepFreeze<T>(o: T): T {
+  if (o && typeof o === 'object') {
+    for (const v of Object.values(o)) deepFreeze(v);
+    Object.freeze(o);
+  }
+  return o;
+}
+
+const leafByDotted = new Map(configLeaves.map((l) => [l.path.join('.'), l]));
+const leafByEnv = new Map(configLeaves.map((l) => [envNameOf(l.path), l]));
+
+/**
+ * Loads the configuration: defaults < code overrides < file < `SLUICE_*` env < flags.
+ * Validates once, lists every problem by path, and returns a frozen object.
+ */
+export function loadConfig(opts: LoadConfigOptions = {}): Readonly<SluiceConfig> {
+  const env = opts.env ?? process.env;
+  const problems: ConfigProblem[] = [];
+  let merged: Record<string, any> = (opts.overrides as Record<string, any>) ?? {};
+
+  const file = opts.file ?? env.SLUICE_CONFIG;
+  if (file) {
+    let text: string | undefined;
+    try {
+      text = readFileSync(file, 'utf8');
+    } catch (e) {
+      problems.push({ path: `file ${file}`, message: `cannot read: ${(e as Error).message}` });
+    }
+    if (text !== undefined) {
+      try {
+        const parsed = parseYaml(text) ?? {};
+        if (typeof parsed !== 'object' || Array.isArray(parsed)) {
+          problems.push({ path: `file ${file}`, message: 'expected a mapping at the top level' });
+        } else {
+          merged = deepMerge(merged, parsed);
+        }
+      } catch (e) {
+        problems.push({ path: `file ${file}`, message: `not valid YAML: ${(e as Error).message}` });
+      }
+    }
+  }
+
+  const fromEnv: Record<string, any> = {};
+  if (env.KAFKA_BROKERS && !env.SLUICE_KAFKA_BROKERS) {
+    const leaf = leafByDotted.get('kafka.brokers')!;
+    setPath(fromEnv, leaf.path, coerce(leaf, env.KAFKA_BROKERS, 'env KAFKA_BROKERS', problems));
+  }
+  for (const [name, raw] of Object.entries(env)) {
+    if (!name.startsWith('SLUICE_') || raw === undefined || RESERVED_ENV.has(name)) continue;
+    const leaf = leafByEnv.get(name);
+    if (!leaf) {
+      problems.push({ path: `env ${name}`, message: 'unknown setting' });
+      continue;
+    }
+    setPath(fromEnv, leaf.path, coerce(leaf, raw, `env ${name}`, problems));
+  }
+  merged = deepMerge(merged, fromEnv);
+
+  const fromFlags: Record<string, any> = {};
+  for (const [dotted, raw] of opts.flags ?? []) {
+    const leaf = leafByDotted.get(dotted);
+    if (!leaf) {
+      problems.push({ path: `flag --${dotted}`, message: 'unknown setting' });
+      continue;
+    }
+    setPath(fromFlags, leaf.path, coerce(leaf, raw, `flag --${dotted}`, problems));
+  }
+  merged = deepMerge(merged, fromFlags);
+
+  const result = configSchema.safeParse(merged);
+  if (!result.success) {
+    for (const issue of result.error.issues) {
+      const base = issue.path.map(String).join('.');
+      if (issue.code === 'unrecognized_keys') {
+        for (const k of issue.keys) problems.push({ path: base ? `${base}.${k}` : k, message: 'unknown key' });
+      } else {
+        problems.push({ path: base || '(root)', message: issue.message });
+      }
+    }
+  }
+  if (problems.length > 0) throw new ConfigError(problems);
+  return deepFreeze(result.data!);
+}
+
+/** The documented list of settings: path, env name (for docs and `sluice config`). */
+export function describeSettings(): Array<{ path: string; env: string; kind: string }> {
+  return configLeaves.map((l) => ({ path: l.path.join('.'), env: envNameOf(l.path), kind: l.kind }));
+}

@@ -1,0 +1,96 @@
+/**
+ * The one root of Sluice's errors. Every error carries a `code` (listed in docs/errors.md),
+ * whether retrying can help (`retriable`), and the `cause` that led to it.
+ *
+ * Subclasses are named for the recovery they demand, as in Kafka Streams:
+ * - {@link TaskMigratedError}: another worker owns the task now (we were fenced); close it, rejoin.
+ * - {@link TaskCorruptedError}: local state cannot be trusted; wipe it and restore from the changelog.
+ */
+export const ERROR_CODES = [
+  'SLUICE_CONFIG_INVALID',
+  'SLUICE_JOB_INVALID',
+  'SLUICE_TOPOLOGY_INVALID',
+  'SLUICE_NOT_COPARTITIONED',
+  'SLUICE_TASK_MIGRATED',
+  'SLUICE_TASK_CORRUPTED',
+  'SLUICE_STATE_LOCKED',
+  'SLUICE_STATE_IO',
+  'SLUICE_KAFKA',
+  'SLUICE_LOCAL_KAFKA_UNAVAILABLE',
+  'SLUICE_SERDE',
+  'SLUICE_OPERATOR',
+] as const;
+export type ErrorCode = (typeof ERROR_CODES)[number];
+
+export class SluiceError extends Error {
+  readonly code: ErrorCode;
+  readonly retriable: boolean;
+
+  constructor(code: ErrorCode, message: string, opts: { cause?: unknown; retriable?: boolean } = {}) {
+    super(message, opts.cause === undefined ? undefined : { cause: opts.cause });
+    this.name = new.target.name;
+    this.code = code;
+    this.retriable = opts.retriable ?? false;
+  }
+}
+
+/** One problem of a configuration, named by its path (`processing.guarantee`, `flag --foo`, `env SLUICE_X`). */
+export interface ConfigProblem {
+  path: string;
+  message: string;
+}
+
+/** Bad configuration: fix the listed problems and start again. Lists every problem, not the first. */
+export class ConfigError extends SluiceError {
+  readonly problems: readonly ConfigProblem[];
+  constructor(problems: ConfigProblem[], source = 'configuration') {
+    const lines = problems.map((p) => `  - ${p.path}: ${p.message}`).join('\n');
+    super('SLUICE_CONFIG_INVALID', `Invalid ${source} (${problems.length} problem${problems.length === 1 ? '' : 's'}):\n${lines}`);
+    this.problems = problems;
+  }
+}
+
+/** The job or its topology is wrong (a programming error in the job file); fix the job. */
+export class TopologyError extends SluiceError {
+  constructor(message: string, code: ErrorCode = 'SLUICE_TOPOLOGY_INVALID') {
+    super(code, message);
+  }
+}
+
+/**
+ * The task's transactional producer was fenced: another worker took the task over.
+ * The runtime closes the task without committing; nothing is lost, the new owner continues.
+ */
+export class TaskMigratedError extends SluiceError {
+  constructor(taskId: string, cause?: unknown) {
+    super('SLUICE_TASK_MIGRATED', `task ${taskId} migrated to another worker`, { cause, retriable: true });
+  }
+}
+
+/**
+ * The task's local state disagrees with its changelog (e.g. the changelog was deleted and
+ * recreated). The runtime wipes the task's folder and restores it from the changelog.
+ */
+export class TaskCorruptedError extends SluiceError {
+  constructor(taskId: string, reason: string) {
+    super('SLUICE_TASK_CORRUPTED', `task ${taskId} state corrupted: ${reason}`, { retriable: true });
+  }
+}
+
+/** A record could not be (de)serialized. Goes to the dead-letter topic under the default policy. */
+export class SerdeError extends SluiceError {
+  constructor(message: string, cause?: unknown) {
+    super('SLUICE_SERDE', message, { cause });
+  }
+}
+
+/** A user operator threw. Goes to the dead-letter topic under the default policy. */
+export class OperatorError extends SluiceError {
+  readonly operator: string;
+  constructor(operator: string, cause: unknown) {
+    super('SLUICE_OPERATOR', `operator ${operator} failed: ${cause instanceof Error ? cause.message : String(cause)}`, {
+      cause,
+    });
+    this.operator = operator;
+  }
+}

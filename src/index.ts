@@ -1,0 +1,25 @@
+/**
+ * Sluice's public API. A job file's default export is an {@link App}.
+ * @example
+ * import { App, json } from 'sluice';
+ * const app = new App({ id: 'enrich' });
+ * app.stream('clicks', { value: json<{ page: string; bot: boolean }>() }).filter((c) => !c.bot).to('human-clicks');
+ * export default app;
+ */
+export { App, type AppOptions } from './api/app.js';
+export type { Processor, ProcessContext, RecordContext, TimerContext, Timers } from './api/context.js';
+export { bytes, json, number, type Serde, type Serdes, string } from './api/serdes.js';
+export {
+  type ListState,
+  listState,
+  type MapState,
+  mapState,
+  type StateDescriptor,
+  type ValueState,
+  valueState,
+} from './api/state.js';
+export { KeyedStream, type NamedOptions, Stream } from './api/stream.js';
+export { ConfigError, type ConfigProblem, ERROR_CODES, type ErrorCode, SluiceError, TaskCorruptedError, TaskMigratedError } from './errors.js';
+export { loadConfig } from './config/load.js';
+export type { SluiceConfig, SluiceConfigInput } from './config/schema.js';
+export { startWorker, type RunningWorker } from './runtime/start.js';

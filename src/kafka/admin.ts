@@ -1,0 +1,83 @@
+import type { Admin } from 'kafkajs';
+import type { TopicPartitionOffset, TopicSpec } from './types.js';
+
+/** What Sluice asks of Kafka's admin API, in Sluice's terms. */
+export class KafkaAdmin {
+  readonly #admin: Admin;
+  constructor(admin: Admin) {
+    this.#admin = admin;
+  }
+
+  async listTopics(): Promise<string[]> {
+    return this.#admin.listTopics();
+  }
+
+  /** Partition count per topic; topics that do not exist are absent from the map. */
+  async partitionCounts(topics: readonly string[]): Promise<Map<string, number>> {
+    const existing = new Set(await this.#admin.listTopics());
+    const wanted = topics.filter((t) => existing.has(t));
+    const out = new Map<string, number>();
+    if (wanted.length === 0) return out;
+    const md = await this.#admin.fetchTopicMetadata({ topics: wanted });
+    for (const t of md.topics) out.set(t.name, t.partitions.length);
+    return out;
+  }
+
+  /** Creates the topics that do not exist yet; returns the names it created. Safe to race. */
+  async ensureTopics(specs: readonly TopicSpec[]): Promise<string[]> {
+    const existing = new Set(await this.#admin.listTopics());
+    const missing = specs.filter((s) => !existing.has(s.topic));
+    if (missing.length === 0) return [];
+    try {
+      await this.#admin.createTopics({
+        waitForLeaders: true,
+        topics: missing.map((s) => ({
+          topic: s.topic,
+          numPartitions: s.partitions,
+          replicationFactor: -1,
+          configEntries: Object.entries(s.config ?? {}).map(([name, value]) => ({ name, value })),
+        })),
+      });
+    } catch (e) {
+      // Another worker created them first: fine, as long as they exist now.
+      if (!/already exists/i.test(String((e as Error).message))) throw e;
+    }
+    return missing.map((s) => s.topic);
+  }
+
+  async deleteTopics(topics: readonly string[]): Promise<void> {
+    const existing = new Set(await this.#admin.listTopics());
+    const present = topics.filter((t) => existing.has(t));
+    if (present.length > 0) await this.#admin.deleteTopics({ topics: present, timeout: 30_000 });
+  }
+
+  /** Log-end offsets (high watermarks) and log-start offsets of every partition of a topic. */
+  async offsets(topic: string): Promise<Array<{ partition: number; high: string; low: string }>> {
+    const r = await this.#admin.fetchTopicOffsets(topic);
+    return r.map((p) => ({ partition: p.partition, high: p.high, low: p.low }));
+  }
+
+  /** The group's committed offsets (`-1` where none). */
+  async committedOffsets(groupId: string, topics: readonly string[]): Promise<TopicPartitionOffset[]> {
+    const r = await this.#admin.fetchOffsets({ groupId, topics: [...topics] });
+    return r.flatMap((t) => t.partitions.map((p) => ({ topic: t.topic, partition: p.partition, offset: p.offset })));
+  }
+
+  async deleteGroup(groupId: string): Promise<void> {
+    try {
+      await this.#admin.deleteGroups([groupId]);
+    } catch (e) {
+      if (!/does not exist|GROUP_ID_NOT_FOUND|not found/i.test(JSON.stringify((e as any).groups ?? (e as Error).message))) throw e;
+    }
+  }
+
+  async describeGroup(groupId: string): Promise<{ state: string; members: number }> {
+    const r = await this.#admin.describeGroups([groupId]);
+    const g = r.groups[0]!;
+    return { state: g.state, members: g.members.length };
+  }
+
+  async close(): Promise<void> {
+    await this.#admin.disconnect();
+  }
+}

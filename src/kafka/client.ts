@@ -1,0 +1,77 @@
+import { type Admin, Kafka, type Producer } from 'kafkajs';
+import type { Logger } from '../ops/logger.js';
+import { KafkaAdmin } from './admin.js';
+import { GroupConsumer, type GroupConsumerOptions } from './consumer.js';
+import { kafkaLogCreator, kafkaLogLevelFor } from './log-bridge.js';
+import { PlainProducer, TransactionalProducer } from './producer.js';
+import type { KafkaSettings } from './types.js';
+
+process.env.KAFKAJS_NO_PARTITIONER_WARNING = '1';
+
+/**
+ * One kafkajs client per worker: it holds the broker list and the cluster metadata. Each producer
+ * and consumer made from it opens its own connections (a kafkajs fact), so make them sparingly.
+ */
+export class KafkaClient {
+  readonly kafka: Kafka;
+  readonly logger: Logger;
+  readonly settings: KafkaSettings;
+  #admin: KafkaAdmin | undefined;
+
+  constructor(settings: KafkaSettings, logger: Logger) {
+    this.settings = settings;
+    this.logger = logger;
+    this.kafka = new Kafka({
+      clientId: settings.clientId,
+      brokers: [...settings.brokers],
+      requestTimeout: settings.requestTimeoutMs,
+      connectionTimeout: 5000,
+      logLevel: kafkaLogLevelFor(logger.level),
+      logCreator: kafkaLogCreator(logger),
+      // A broker outage costs latency, not data: keep retrying for a long while before giving up.
+      retry: { initialRetryTime: 200, maxRetryTime: 5000, retries: 12 },
+    });
+  }
+
+  /** The shared, connected admin client. */
+  async admin(): Promise<KafkaAdmin> {
+    if (!this.#admin) {
+      const raw: Admin = this.kafka.admin();
+      await raw.connect();
+      this.#admin = new KafkaAdmin(raw);
+    }
+    return this.#admin;
+  }
+
+  async plainProducer(): Promise<PlainProducer> {
+    const p: Producer = this.kafka.producer({ idempotent: true, maxInFlightRequests: 5, allowAutoTopicCreation: false });
+    await p.connect();
+    return new PlainProducer(p);
+  }
+
+  /**
+   * A transactional producer. Connecting it runs InitProducerId, which fences any earlier
+   * producer with the same id and aborts (or waits out) its open transaction.
+   */
+  async transactionalProducer(transactionalId: string): Promise<TransactionalProducer> {
+    const p: Producer = this.kafka.producer({
+      transactionalId,
+      idempotent: true,
+      maxInFlightRequests: 1,
+      allowAutoTopicCreation: false,
+      transactionTimeout: 60_000,
+    });
+    await p.connect();
+    return new TransactionalProducer(p, transactionalId);
+  }
+
+  consumer(opts: GroupConsumerOptions): GroupConsumer {
+    return new GroupConsumer(this.kafka, this.settings, opts, this.logger);
+  }
+
+  async close(): Promise<void> {
+    const a = this.#admin;
+    this.#admin = undefined;
+    await a?.close();
+  }
+}

@@ -1,0 +1,115 @@
+import type { Consumer, EachBatchPayload, Kafka } from 'kafkajs';
+import type { Logger } from '../ops/logger.js';
+import { createTaskAssigner, type MemberInfo, type TaskLayout } from './task-assigner.js';
+import type { InRecord, KafkaSettings, TopicPartitionOffset } from './types.js';
+
+export interface BatchContext {
+  topic: string;
+  partition: number;
+  records: InRecord[];
+  highWatermark: string;
+  /** True when a seek is pending for this partition: the batch was fetched from the old position. */
+  isStale(): boolean;
+  /** Marks an offset as consumed in kafkajs's own position tracking. */
+  resolveOffset(offset: string): void;
+  heartbeat(): Promise<void>;
+}
+
+export interface GroupConsumerOptions {
+  groupId: string;
+  topics: readonly string[];
+  readCommitted: boolean;
+  /** Partitions processed at once (kafkajs partitionsConsumedConcurrently). */
+  concurrency: number;
+  maxBytesPerPartition: number;
+  layout: TaskLayout;
+  memberInfo: () => MemberInfo;
+  onMembers?: (members: Map<string, MemberInfo>) => void;
+}
+
+export interface GroupHandlers {
+  onAssignment(assigned: Array<{ topic: string; partition: number }>): void;
+  onBatch(batch: BatchContext): Promise<void>;
+  /** kafkajs gave up (after its own retries) and will not restart by itself. */
+  onFatal(error: Error): void;
+}
+
+/** A consumer-group member, reading whole tasks as assigned by {@link createTaskAssigner}. */
+export class GroupConsumer {
+  readonly #consumer: Consumer;
+  readonly #opts: GroupConsumerOptions;
+  readonly #logger: Logger;
+
+  constructor(kafka: Kafka, settings: KafkaSettings, opts: GroupConsumerOptions, logger: Logger) {
+    this.#opts = opts;
+    this.#logger = logger;
+    this.#consumer = kafka.consumer({
+      groupId: opts.groupId,
+      readUncommitted: !opts.readCommitted,
+      sessionTimeout: settings.sessionTimeoutMs,
+      rebalanceTimeout: Math.max(60_000, settings.sessionTimeoutMs * 2),
+      heartbeatInterval: settings.heartbeatIntervalMs,
+      maxBytesPerPartition: opts.maxBytesPerPartition,
+      maxWaitTimeInMs: 100,
+      allowAutoTopicCreation: false,
+      partitionAssigners: [createTaskAssigner(opts.layout, opts.memberInfo, opts.onMembers)],
+      retry: { retries: 1000, initialRetryTime: 300, maxRetryTime: 10_000 },
+    });
+  }
+
+  async start(h: GroupHandlers): Promise<void> {
+    const c = this.#consumer;
+    c.on(c.events.GROUP_JOIN, (e) => {
+      const assigned: Array<{ topic: string; partition: number }> = [];
+      for (const [topic, parts] of Object.entries(e.payload.memberAssignment as Record<string, number[]>)) {
+        for (const partition of parts) assigned.push({ topic, partition });
+      }
+      h.onAssignment(assigned);
+    });
+    c.on(c.events.CRASH, (e) => {
+      const err = e.payload.error as Error;
+      if (!e.payload.restart) h.onFatal(err);
+      else this.#logger.warn({ err }, 'consumer crashed, kafkajs restarts it');
+    });
+    await c.connect();
+    for (const topic of this.#opts.topics) await c.subscribe({ topic, fromBeginning: true });
+    await c.run({
+      autoCommit: false,
+      eachBatchAutoResolve: false,
+      partitionsConsumedConcurrently: this.#opts.concurrency,
+      eachBatch: async (p: EachBatchPayload) => {
+        await h.onBatch({
+          topic: p.batch.topic,
+          partition: p.batch.partition,
+          records: p.batch.messages as InRecord[],
+          highWatermark: p.batch.highWatermark,
+          isStale: p.isStale,
+          resolveOffset: p.resolveOffset,
+          heartbeat: p.heartbeat,
+        });
+      },
+    });
+  }
+
+  /** Commits offsets through the group (at-least-once). */
+  async commitOffsets(offsets: readonly TopicPartitionOffset[]): Promise<void> {
+    if (offsets.length > 0) await this.#consumer.commitOffsets(offsets.map((o) => ({ ...o })));
+  }
+
+  seek(topic: string, partition: number, offset: string): void {
+    this.#consumer.seek({ topic, partition, offset });
+  }
+
+  pause(topic: string, partitions: number[]): void {
+    this.#consumer.pause([{ topic, partitions }]);
+  }
+
+  resume(topic: string, partitions: number[]): void {
+    this.#consumer.resume([{ topic, partitions }]);
+  }
+
+  /** Leaves the group (its partitions go to the others at once). */
+  async stop(): Promise<void> {
+    await this.#consumer.disconnect();
+  }
+}

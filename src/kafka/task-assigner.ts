@@ -1,0 +1,141 @@
+import { AssignerProtocol, type PartitionAssigner } from 'kafkajs';
+
+/**
+ * Member metadata a worker sends when it joins: the tasks it owns now (for stickiness) and where
+ * its HTTP server can be reached (for routing state queries).
+ */
+export interface MemberInfo {
+  tasks: string[];
+  http?: string;
+}
+
+/** Maps the group's topic-partitions to tasks: `(subtopology, partition)` → task id. */
+export interface TaskLayout {
+  /** Sub-topology id of a source topic, or undefined for a topic that is not ours. */
+  subtopologyOf(topic: string): number | undefined;
+}
+
+export function taskIdOf(subtopology: number, partition: number): string {
+  return `${subtopology}_${partition}`;
+}
+
+/**
+ * The result of one assignment, as plain data so it can be unit tested:
+ * member id → task ids.
+ */
+export function assignTasks(
+  members: ReadonlyArray<{ memberId: string; info: MemberInfo }>,
+  tasks: readonly string[],
+): Map<string, string[]> {
+  const ids = members.map((m) => m.memberId).sort();
+  const out = new Map<string, string[]>(ids.map((id) => [id, []]));
+  if (ids.length === 0) return out;
+  const sortedTasks = [...tasks].sort((a, b) => {
+    const [sa, pa] = a.split('_').map(Number);
+    const [sb, pb] = b.split('_').map(Number);
+    return pa! - pb! || sa! - sb!;
+  });
+  const cap = Math.ceil(sortedTasks.length / ids.length);
+  const floor = Math.floor(sortedTasks.length / ids.length);
+  // Members allowed `cap` tasks: as many as the remainder, the others get `floor`.
+  let bigSlots = sortedTasks.length - floor * ids.length;
+  const limitOf = new Map<string, number>();
+  const taken = new Set<string>();
+  const prevOwner = new Map<string, string>();
+  for (const m of [...members].sort((a, b) => (a.memberId < b.memberId ? -1 : 1))) {
+    for (const t of m.info.tasks) if (!prevOwner.has(t)) prevOwner.set(t, m.memberId);
+  }
+  // Stickiness first: a task stays with its previous owner while the owner is under its limit.
+  const prevCount = new Map<string, number>();
+  for (const [, owner] of prevOwner) prevCount.set(owner, (prevCount.get(owner) ?? 0) + 1);
+  for (const id of [...ids].sort((a, b) => (prevCount.get(b) ?? 0) - (prevCount.get(a) ?? 0))) {
+    const wantsBig = (prevCount.get(id) ?? 0) > floor && bigSlots > 0;
+    if (wantsBig) bigSlots--;
+    limitOf.set(id, wantsBig ? cap : floor);
+  }
+  for (const t of sortedTasks) {
+    const owner = prevOwner.get(t);
+    if (owner !== undefined && out.has(owner) && out.get(owner)!.length < limitOf.get(owner)!) {
+      out.get(owner)!.push(t);
+      taken.add(t);
+    }
+  }
+  // The rest: to the member with the fewest tasks, lowest id first (deterministic).
+  for (const t of sortedTasks) {
+    if (taken.has(t)) continue;
+    let best: string | undefined;
+    for (const id of ids) {
+      const n = out.get(id)!.length;
+      const lim = limitOf.get(id)!;
+      const room = n < lim || (n < cap && bigSlots > 0);
+      if (!room) continue;
+      if (best === undefined || n < out.get(best)!.length) best = id;
+    }
+    if (best === undefined) best = ids[0]!;
+    const n = out.get(best)!.length;
+    if (n >= limitOf.get(best)!) {
+      bigSlots--;
+      limitOf.set(best, cap);
+    }
+    out.get(best)!.push(t);
+  }
+  return out;
+}
+
+/**
+ * A kafkajs partition assigner that assigns whole tasks: every topic-partition of one task
+ * (co-partitioned inputs share a task) goes to the same member, and tasks stay where they were
+ * when the group changes (sticky), so state moves only when it must.
+ */
+export function createTaskAssigner(
+  layout: TaskLayout,
+  self: () => MemberInfo,
+  onMembers?: (members: Map<string, MemberInfo>) => void,
+): PartitionAssigner {
+  return ({ cluster }) => ({
+    name: 'SluiceTaskAssigner',
+    version: 1,
+    async assign({ members, topics }) {
+      const infos = members.map((m) => {
+        let info: MemberInfo = { tasks: [] };
+        try {
+          const md = AssignerProtocol.MemberMetadata.decode(m.memberMetadata);
+          if (md?.userData && md.userData.length > 0) info = JSON.parse(md.userData.toString('utf8'));
+        } catch {
+          // A member with unreadable metadata simply has no tasks to keep.
+        }
+        return { memberId: m.memberId, info };
+      });
+      onMembers?.(new Map(infos.map((i) => [i.memberId, i.info])));
+      const partitionsOfTask = new Map<string, Array<{ topic: string; partition: number }>>();
+      for (const topic of topics) {
+        const sub = layout.subtopologyOf(topic);
+        if (sub === undefined) continue;
+        for (const p of cluster.findTopicPartitionMetadata(topic)) {
+          const id = taskIdOf(sub, p.partitionId);
+          let l = partitionsOfTask.get(id);
+          if (!l) partitionsOfTask.set(id, (l = []));
+          l.push({ topic, partition: p.partitionId });
+        }
+      }
+      const plan = assignTasks(infos, [...partitionsOfTask.keys()]);
+      return [...plan].map(([memberId, taskIds]) => {
+        const assignment: Record<string, number[]> = {};
+        for (const t of taskIds) {
+          for (const { topic, partition } of partitionsOfTask.get(t)!) (assignment[topic] ??= []).push(partition);
+        }
+        return { memberId, memberAssignment: AssignerProtocol.MemberAssignment.encode({ version: 1, assignment, userData: Buffer.alloc(0) }) };
+      });
+    },
+    protocol({ topics }) {
+      return {
+        name: 'SluiceTaskAssigner',
+        metadata: AssignerProtocol.MemberMetadata.encode({
+          version: 1,
+          topics,
+          userData: Buffer.from(JSON.stringify(self())),
+        }),
+      };
+    },
+  });
+}

@@ -1,0 +1,46 @@
+/**
+ * The record shapes the rest of Sluice sees. They match kafkajs's message objects structurally,
+ * so the consumer path hands kafkajs's objects through without copying them.
+ */
+export type Headers = Record<string, Buffer | string | (Buffer | string)[] | undefined>;
+
+export interface InRecord {
+  key: Buffer | null;
+  value: Buffer | null;
+  /** Offset as a decimal string (kafkajs keeps 64-bit offsets as strings). */
+  offset: string;
+  /** Milliseconds since the epoch, as a decimal string. */
+  timestamp: string;
+  headers?: Headers;
+}
+
+export interface OutRecord {
+  key: Buffer | null;
+  value: Buffer | null;
+  /** Set for changelogs (the task's partition); else the key's murmur2 hash picks it, as in Java clients. */
+  partition?: number;
+  timestamp?: string;
+  headers?: Headers;
+}
+
+export interface TopicPartitionOffset {
+  topic: string;
+  partition: number;
+  /** The next offset to read. */
+  offset: string;
+}
+
+export interface TopicSpec {
+  topic: string;
+  partitions: number;
+  /** Extra topic configs, e.g. `{ 'cleanup.policy': 'compact' }`. */
+  config?: Record<string, string>;
+}
+
+export interface KafkaSettings {
+  brokers: readonly string[];
+  clientId: string;
+  requestTimeoutMs: number;
+  sessionTimeoutMs: number;
+  heartbeatIntervalMs: number;
+}

@@ -1,0 +1,75 @@
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
+
+/**
+ * Worker metrics, defined once with name and help constants. The registry is passed in, never
+ * the global one, so that two workers in one process (tests) do not share counters.
+ * Labels are bounded: app, topic, partition, task, store, operator — never a record key.
+ */
+export const METRIC = {
+  recordsIn: { name: 'sluice_records_in_total', help: 'Records read from input topics.' },
+  recordsOut: { name: 'sluice_records_out_total', help: 'Records written to output topics (acknowledged).' },
+  recordsDeadLettered: { name: 'sluice_records_dead_lettered_total', help: 'Records sent to the dead-letter topic (or skipped) by reason.' },
+  checkpoints: { name: 'sluice_checkpoints_total', help: 'Checkpoints completed (outputs + changelog + offsets committed).' },
+  checkpointDuration: { name: 'sluice_checkpoint_duration_seconds', help: 'Time to commit one checkpoint of a task.' },
+  checkpointFailures: { name: 'sluice_checkpoint_failures_total', help: 'Checkpoints that failed and made the task rebuild.' },
+  processingTime: { name: 'sluice_process_duration_seconds', help: 'Time to process one batch of records of a task.' },
+  latency: { name: 'sluice_end_to_end_latency_seconds', help: 'Now minus record timestamp, at output.' },
+  lag: { name: 'sluice_consumer_lag', help: 'Records between the committed/processed position and the log end.' },
+  tasks: { name: 'sluice_tasks', help: 'Tasks owned by this worker, by state.' },
+  rebalances: { name: 'sluice_rebalances_total', help: 'Group rebalances this worker took part in.' },
+  restoreRecords: { name: 'sluice_restore_records_total', help: 'Changelog records replayed to restore state.' },
+  restoreDuration: { name: 'sluice_restore_duration_seconds', help: 'Time to restore one task from its changelog.' },
+  restoreRemaining: { name: 'sluice_restore_remaining_records', help: 'Changelog records left to replay, per task.' },
+  changelogRecords: { name: 'sluice_changelog_records_total', help: 'Records written to changelog topics.' },
+  cacheHits: { name: 'sluice_state_cache_hits_total', help: 'State reads served by the write-back cache.' },
+  cacheMisses: { name: 'sluice_state_cache_misses_total', help: 'State reads that went to RocksDB.' },
+  cacheBytes: { name: 'sluice_state_cache_bytes', help: 'Approximate bytes held in the write-back caches.' },
+  stateKeys: { name: 'sluice_state_keys', help: 'Approximate keys per store (cache plus RocksDB estimate).' },
+  txCommits: { name: 'sluice_transaction_commits_total', help: 'Kafka transactions committed.' },
+  txAborts: { name: 'sluice_transaction_aborts_total', help: 'Kafka transactions aborted.' },
+  errors: { name: 'sluice_errors_total', help: 'Errors by kind.' },
+} as const;
+
+const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
+const DURATION_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+
+export function createWorkerMetrics(registry: Registry) {
+  const c = <L extends string>(m: { name: string; help: string }, labelNames: L[]) =>
+    new Counter({ name: m.name, help: m.help, labelNames, registers: [registry] });
+  const g = <L extends string>(m: { name: string; help: string }, labelNames: L[]) =>
+    new Gauge({ name: m.name, help: m.help, labelNames, registers: [registry] });
+  const h = <L extends string>(m: { name: string; help: string }, labelNames: L[], buckets: number[]) =>
+    new Histogram({ name: m.name, help: m.help, labelNames, buckets, registers: [registry] });
+  return {
+    recordsIn: c(METRIC.recordsIn, ['app', 'topic']),
+    recordsOut: c(METRIC.recordsOut, ['app', 'topic']),
+    recordsDeadLettered: c(METRIC.recordsDeadLettered, ['app', 'reason']),
+    checkpoints: c(METRIC.checkpoints, ['app']),
+    checkpointDuration: h(METRIC.checkpointDuration, ['app'], DURATION_BUCKETS),
+    checkpointFailures: c(METRIC.checkpointFailures, ['app', 'reason']),
+    processingTime: h(METRIC.processingTime, ['app'], DURATION_BUCKETS),
+    latency: h(METRIC.latency, ['app', 'topic'], LATENCY_BUCKETS),
+    lag: g(METRIC.lag, ['app', 'topic', 'partition']),
+    tasks: g(METRIC.tasks, ['app', 'state']),
+    rebalances: c(METRIC.rebalances, ['app']),
+    restoreRecords: c(METRIC.restoreRecords, ['app', 'store']),
+    restoreDuration: h(METRIC.restoreDuration, ['app'], [0.01, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300]),
+    restoreRemaining: g(METRIC.restoreRemaining, ['app', 'task']),
+    changelogRecords: c(METRIC.changelogRecords, ['app', 'store']),
+    cacheHits: c(METRIC.cacheHits, ['app']),
+    cacheMisses: c(METRIC.cacheMisses, ['app']),
+    cacheBytes: g(METRIC.cacheBytes, ['app']),
+    stateKeys: g(METRIC.stateKeys, ['app', 'store']),
+    txCommits: c(METRIC.txCommits, ['app']),
+    txAborts: c(METRIC.txAborts, ['app']),
+    errors: c(METRIC.errors, ['app', 'kind']),
+  };
+}
+export type WorkerMetrics = ReturnType<typeof createWorkerMetrics>;
+
+/** A registry with Node's default metrics (event loop lag, heap, GC, CPU). */
+export function createRegistry(): Registry {
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry, prefix: 'sluice_node_' });
+  return registry;
+}

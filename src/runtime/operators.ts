@@ -1,0 +1,124 @@
+import type { Serde } from '../api/serdes.js';
+import type { GraphNode } from '../topology/nodes.js';
+import type { MutableRecordContext } from './record-context.js';
+
+/** A compiled operator: takes one record (the context holds its metadata) and pushes it on. */
+export interface Op {
+  push(key: unknown, value: unknown): void;
+}
+
+/** Where sink operators put serialized records; the task's collector. */
+export interface Emitter {
+  emit(topic: string, key: Buffer | null, value: Buffer | null, timestamp: number, headers: Record<string, unknown> | undefined): void;
+}
+
+/** Builds the operator for a `process` node; supplied by the task, which owns the state. */
+export type ProcessOpFactory = (node: GraphNode, downstream: Op) => Op;
+
+function fanOut(children: Op[]): Op {
+  if (children.length === 1) return children[0]!;
+  if (children.length === 0) return { push() {} };
+  return {
+    push(k, v) {
+      for (let i = 0; i < children.length; i++) children[i]!.push(k, v);
+    },
+  };
+}
+
+/**
+ * Compiles a sub-topology's graph, from each source down, into chains of closures. Shared
+ * children (merge) are compiled once.
+ */
+export function compileOperators(
+  sources: ReadonlyMap<string, GraphNode>,
+  rc: MutableRecordContext,
+  emitter: Emitter,
+  processOp: ProcessOpFactory,
+): Map<string, Op> {
+  const compiled = new Map<number, Op>();
+  const compile = (node: GraphNode): Op => {
+    const done = compiled.get(node.id);
+    if (done) return done;
+    const next = fanOut(node.children.map(compile));
+    const s = node.spec;
+    let op: Op;
+    switch (s.kind) {
+      case 'source':
+      case 'merge':
+        op = next;
+        break;
+      case 'map': {
+        const fn = s.fn;
+        op = {
+          push(k, v) {
+            rc.key = k;
+            next.push(k, fn(v, rc));
+          },
+        };
+        break;
+      }
+      case 'filter': {
+        const fn = s.fn;
+        op = {
+          push(k, v) {
+            rc.key = k;
+            if (fn(v, rc)) next.push(k, v);
+          },
+        };
+        break;
+      }
+      case 'flatMap': {
+        const fn = s.fn;
+        op = {
+          push(k, v) {
+            rc.key = k;
+            for (const r of fn(v, rc)) next.push(k, r);
+          },
+        };
+        break;
+      }
+      case 'peek': {
+        const fn = s.fn;
+        op = {
+          push(k, v) {
+            rc.key = k;
+            fn(v, rc);
+            next.push(k, v);
+          },
+        };
+        break;
+      }
+      case 'selectKey': {
+        const fn = s.fn;
+        op = {
+          push(k, v) {
+            rc.key = k;
+            const nk = fn(v, rc);
+            rc.key = nk;
+            next.push(nk, v);
+          },
+        };
+        break;
+      }
+      case 'process':
+        op = processOp(node, next);
+        break;
+      case 'sink': {
+        const topic = s.topic;
+        const ks: Serde<unknown> = s.key;
+        const vs: Serde<unknown> = s.value;
+        op = {
+          push(k, v) {
+            emitter.emit(topic, k === null || k === undefined ? null : ks.serialize(k), vs.serialize(v), rc.timestamp, rc.headers);
+          },
+        };
+        break;
+      }
+    }
+    compiled.set(node.id, op);
+    return op;
+  };
+  const out = new Map<string, Op>();
+  for (const [topic, node] of sources) out.set(topic, compile(node));
+  return out;
+}

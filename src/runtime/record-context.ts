@@ -1,0 +1,14 @@
+import type { RecordContext } from '../api/context.js';
+
+/**
+ * The one mutable record context of a task. The task sets its fields before pushing a record
+ * through the operators, which hand it to user functions: no allocation per record.
+ */
+export class MutableRecordContext implements RecordContext<unknown> {
+  key: unknown = null;
+  topic = '';
+  partition = 0;
+  offset = '0';
+  timestamp = 0;
+  headers: Record<string, unknown> | undefined = undefined;
+}

@@ -1,0 +1,71 @@
+import type { Registry } from 'prom-client';
+import type { App } from '../api/app.js';
+import type { SluiceConfig } from '../config/schema.js';
+import { createLogger, type Logger } from '../ops/logger.js';
+import { createRegistry } from '../ops/metrics.js';
+import { type OpsServer, startOpsServer } from '../ops/http-server.js';
+import { openTaskState } from './state-runtime.js';
+import { Worker } from './worker.js';
+
+export interface RunningWorker {
+  readonly worker: Worker;
+  readonly http: OpsServer | undefined;
+  readonly logger: Logger;
+  readonly registry: Registry;
+  /** Graceful stop (checkpoint, leave the group, close the HTTP server). */
+  stop(): Promise<void>;
+}
+
+/**
+ * Starts one worker of an app with its HTTP server (/metrics, /healthz, /readyz, /status).
+ * @example const w = await startWorker(app, loadConfig()); ... await w.stop();
+ */
+export async function startWorker(
+  app: App,
+  config: Readonly<SluiceConfig>,
+  opts: { logger?: Logger; registry?: Registry; onFatal?: (e: Error) => void } = {},
+): Promise<RunningWorker> {
+  const logger = opts.logger ?? createLogger({ level: config.log.level, format: config.log.format });
+  const registry = opts.registry ?? createRegistry();
+  let http: OpsServer | undefined;
+  const worker = new Worker({
+    app,
+    config,
+    logger,
+    registry,
+    openState: (task, ctx) => openTaskState(task, { ...ctx, config, appId: app.id }),
+    onFatal: opts.onFatal,
+    httpAddress: () => http?.url,
+  });
+  if (config.http.enabled) {
+    http = await startOpsServer({
+      host: config.http.host,
+      port: config.http.port,
+      registry,
+      logger,
+      health: {
+        live: () => worker.liveness(),
+        ready: () => worker.readiness(),
+        status: () => worker.status(),
+      },
+    });
+    logger.info({ url: http.url }, `metrics at ${http.url}/metrics`);
+  }
+  try {
+    await worker.start();
+  } catch (e) {
+    await http?.close();
+    await worker.stop().catch(() => undefined);
+    throw e;
+  }
+  return {
+    worker,
+    http,
+    logger,
+    registry,
+    async stop() {
+      await worker.stop();
+      await http?.close();
+    },
+  };
+}

@@ -1,0 +1,361 @@
+import type { SluiceConfig } from '../config/schema.js';
+import { SerdeError, SluiceError } from '../errors.js';
+import type { KafkaClient } from '../kafka/client.js';
+import type { PlainProducer, TransactionalProducer, WrittenOffsets } from '../kafka/producer.js';
+import type { InRecord, OutRecord, TopicPartitionOffset } from '../kafka/types.js';
+import type { Logger } from '../ops/logger.js';
+import type { WorkerMetrics } from '../ops/metrics.js';
+import type { SubTopology } from '../topology/build.js';
+import { Collector } from './collector.js';
+import { deadLetterRecord, type ErrorPolicy } from './dead-letter.js';
+import { compileOperators, type Op } from './operators.js';
+import { MutableRecordContext } from './record-context.js';
+import type { TaskState } from './task-state.js';
+
+/**
+ * A task: one partition of one sub-topology's input topics. It owns its operators, its keyed
+ * state and (under exactly-once) its transactional producer `<appId>-<taskId>`, whose epoch
+ * fences any zombie that still thinks it owns the task.
+ *
+ * States (allowed moves):
+ *
+ *     created ──init()──▶ restoring ──▶ running ──close()──▶ closed
+ *                              ▲            │
+ *                              └──reset()───┘   (a failed checkpoint: rebuild from the last one)
+ */
+export const TASK_STATES = ['created', 'restoring', 'running', 'closed'] as const;
+export type TaskStateName = (typeof TASK_STATES)[number];
+const TRANSITIONS: Record<TaskStateName, readonly TaskStateName[]> = {
+  created: ['restoring', 'closed'],
+  restoring: ['running', 'restoring', 'closed'],
+  running: ['restoring', 'closed'],
+  closed: [],
+};
+
+export interface TaskDeps {
+  appId: string;
+  groupId: string;
+  config: Readonly<SluiceConfig>;
+  client: KafkaClient;
+  logger: Logger;
+  metrics: WorkerMetrics;
+  /** The worker's shared producer (at-least-once only). */
+  plainProducer: () => Promise<PlainProducer>;
+  /** Opens and restores the task's state (none when the sub-topology has no stores). */
+  openState: (task: Task) => Promise<TaskState | undefined>;
+  /** Seeks the group consumer of this worker. */
+  seek: (topic: string, partition: number, offset: string) => void;
+  deadLetterTopic: string;
+}
+
+export class Task {
+  readonly id: string;
+  readonly partition: number;
+  readonly sub: SubTopology;
+  readonly logger: Logger;
+  #state: TaskStateName = 'created';
+  readonly #deps: TaskDeps;
+  readonly #eos: boolean;
+  readonly #collector = new Collector();
+  readonly #rc = new MutableRecordContext();
+  #ops = new Map<string, Op>();
+  #producer: TransactionalProducer | undefined;
+  #store: TaskState | undefined;
+  /** Next offset to process per input topic; undefined = take what comes (no committed offset). */
+  readonly #next = new Map<string, bigint | undefined>();
+  /** Offsets processed since the last checkpoint, to commit at the next one. */
+  readonly #toCommit = new Map<string, bigint>();
+  #lastCheckpoint = Date.now();
+  #busy: Promise<void> | undefined;
+  #ready: Promise<void> | undefined;
+  #dlqSeen = new Set<string>();
+  /** Records processed since the last checkpoint (including dead-lettered ones). */
+  #dirtyRecords = 0;
+  readonly #policy: ErrorPolicy;
+
+  constructor(id: string, sub: SubTopology, partition: number, deps: TaskDeps) {
+    this.id = id;
+    this.sub = sub;
+    this.partition = partition;
+    this.#deps = deps;
+    this.#eos = deps.config.processing.guarantee === 'exactly_once';
+    this.#policy = deps.config.processing.errorPolicy;
+    this.logger = deps.logger.child({ task: id });
+    this.#rc.partition = partition;
+  }
+
+  get state(): TaskStateName {
+    return this.#state;
+  }
+
+  /** Re-read after awaits: close() may have run meanwhile. */
+  get isClosed(): boolean {
+    return this.#state === 'closed';
+  }
+
+  get inputTopics(): readonly string[] {
+    return this.sub.sourceTopics;
+  }
+
+  /** The task's state stores (for queries and metrics), once restored. */
+  get stateStore(): TaskState | undefined {
+    return this.#store;
+  }
+
+  #to(next: TaskStateName): void {
+    if (!TRANSITIONS[this.#state].includes(next)) {
+      throw new SluiceError('SLUICE_TASK_CORRUPTED', `task ${this.id}: illegal transition ${this.#state} → ${next}`);
+    }
+    this.#state = next;
+  }
+
+  /** Starts (or restarts) the task: fence, restore state, find the input offsets. */
+  init(): Promise<void> {
+    this.#ready = this.#init();
+    return this.#ready;
+  }
+
+  /** Resolves when the task can process (or rejects if it could not be restored). */
+  whenReady(): Promise<void> {
+    return this.#ready ?? this.init();
+  }
+
+  async #init(): Promise<void> {
+    this.#to('restoring');
+    const started = Date.now();
+    // 1. Fence: InitProducerId with the task's transactional id aborts or waits out the previous
+    //    owner's transaction, so the offsets read below are stable (kafkajs has no RequireStable).
+    if (this.#eos) {
+      this.#producer = await this.#deps.client.transactionalProducer(`${this.#deps.appId}-${this.id}`);
+    }
+    // 2. Local state, replayed from the changelogs to their end.
+    this.#store = await this.#deps.openState(this);
+    if (this.isClosed) return this.#release();
+    // 3. Input offsets, and the operators.
+    const admin = await this.#deps.client.admin();
+    const committed = await admin.committedOffsets(this.#deps.groupId, this.sub.sourceTopics);
+    for (const topic of this.sub.sourceTopics) {
+      const c = committed.find((o) => o.topic === topic && o.partition === this.partition);
+      const off = c && BigInt(c.offset) >= 0n ? BigInt(c.offset) : undefined;
+      this.#next.set(topic, off);
+      if (off !== undefined) this.#deps.seek(topic, this.partition, off.toString());
+    }
+    this.#collector.clear();
+    this.#toCommit.clear();
+    this.#dirtyRecords = 0;
+    this.#ops = compileOperators(this.sub.sources, this.#rc, this.#collector, (node, down) => {
+      if (!this.#store) throw new SluiceError('SLUICE_TOPOLOGY_INVALID', `operator ${node.name} needs state but the task has none`);
+      return this.#store.processOp(node, down, this.#rc, this.#collector);
+    });
+    this.#lastCheckpoint = Date.now();
+    if (this.isClosed) return this.#release();
+    this.#to('running');
+    this.logger.info({ ms: Date.now() - started, offsets: Object.fromEntries([...this.#next].map(([t, o]) => [t, o?.toString() ?? 'earliest'])) }, 'task running');
+  }
+
+  /** Waits for a checkpoint in flight. */
+  async idle(): Promise<void> {
+    while (this.#busy) await this.#busy;
+  }
+
+  get hasPending(): boolean {
+    return this.#dirtyRecords > 0 || this.#collector.count > 0 || (this.#store?.dirty ?? false);
+  }
+
+  get checkpointDue(): boolean {
+    return Date.now() - this.#lastCheckpoint >= this.#deps.config.processing.commitIntervalMs;
+  }
+
+  /**
+   * Processes a batch of one input partition, synchronously. Records below the task's position
+   * (a re-fetch after a rebalance or a seek) are skipped: the task, not the consumer, knows
+   * what it has applied to its state.
+   */
+  process(topic: string, records: InRecord[], resolveOffset: (o: string) => void): number {
+    if (this.#state !== 'running') return 0;
+    const op = this.#ops.get(topic);
+    const source = this.sub.sources.get(topic);
+    if (!op || !source || source.spec.kind !== 'source') return 0;
+    const ks = source.spec.key;
+    const vs = source.spec.value;
+    const rc = this.#rc;
+    const collector = this.#collector;
+    let next = this.#next.get(topic);
+    let n = 0;
+    rc.topic = topic;
+    const started = performance.now();
+    for (let i = 0; i < records.length; i++) {
+      const r = records[i]!;
+      const off = BigInt(r.offset);
+      if (next !== undefined && off < next) continue;
+      rc.offset = r.offset;
+      rc.timestamp = Number(r.timestamp);
+      rc.headers = r.headers as Record<string, unknown> | undefined;
+      const mark = collector.count;
+      let key: unknown;
+      let value: unknown;
+      try {
+        key = r.key === null ? null : ks.deserialize(r.key);
+        value = vs.deserialize(r.value);
+      } catch (e) {
+        this.#deadLetter(topic, r, e instanceof SluiceError ? e : new SerdeError(String(e), e));
+        next = off + 1n;
+        n++;
+        continue;
+      }
+      try {
+        rc.key = key;
+        op.push(key, value);
+      } catch (e) {
+        collector.truncate(mark);
+        this.#deadLetter(topic, r, e);
+      }
+      next = off + 1n;
+      n++;
+    }
+    if (n > 0 || records.length > 0) {
+      const last = records[records.length - 1]!;
+      resolveOffset(last.offset);
+    }
+    if (next !== undefined) {
+      this.#next.set(topic, next);
+      if (n > 0) this.#toCommit.set(topic, next);
+    }
+    this.#dirtyRecords += n;
+    if (n > 0) {
+      this.#deps.metrics.recordsIn.inc({ app: this.#deps.appId, topic }, n);
+      this.#deps.metrics.processingTime.observe({ app: this.#deps.appId }, (performance.now() - started) / 1000);
+    }
+    return n;
+  }
+
+  #deadLetter(topic: string, r: InRecord, err: unknown): void {
+    const kind = err instanceof SerdeError ? 'deserialize' : 'operator';
+    const e = err instanceof Error ? err : new Error(String(err));
+    if (this.#policy === 'fail') {
+      throw new SluiceError('SLUICE_OPERATOR', `record ${topic}/${this.partition}@${r.offset} failed (${kind}): ${e.message}`, { cause: e });
+    }
+    const sig = `${kind}:${e.name}:${e.message.slice(0, 60)}`;
+    if (!this.#dlqSeen.has(sig)) {
+      this.#dlqSeen.add(sig);
+      if (this.#dlqSeen.size > 1000) this.#dlqSeen.clear();
+      this.logger.warn({ err: e, topic, partition: this.partition, offset: r.offset, policy: this.#policy }, `bad record (${kind}); logged once per kind`);
+    }
+    this.#deps.metrics.recordsDeadLettered.inc({ app: this.#deps.appId, reason: kind });
+    if (this.#policy === 'dlq') {
+      const d = deadLetterRecord(r, e, { topic, partition: this.partition, kind });
+      this.#collector.emit(this.#deps.deadLetterTopic, d.key, d.value, Number(r.timestamp), d.headers);
+    }
+  }
+
+  /**
+   * Commits what the task did since the last checkpoint: outputs, changelog records and input
+   * offsets in one transaction (exactly-once) or in that order (at-least-once); then, and only
+   * then, the local RocksDB batch.
+   */
+  checkpoint(): Promise<void> {
+    if (this.#busy) return this.#busy;
+    if (this.#state !== 'running' || !this.hasPending) {
+      this.#lastCheckpoint = Date.now();
+      return Promise.resolve();
+    }
+    const p = this.#checkpoint().finally(() => {
+      this.#busy = undefined;
+    });
+    this.#busy = p;
+    return p;
+  }
+
+  async #checkpoint(): Promise<void> {
+    const started = performance.now();
+    const app = this.#deps.appId;
+    const records = this.#collector.drain();
+    const outputCount = [...records.values()].reduce((a, l) => a + l.length, 0);
+    const changelog = new Map<string, OutRecord[]>();
+    this.#store?.writeChangelog(changelog, this.partition);
+    const all = new Map(records);
+    for (const [t, l] of changelog) all.set(t, l);
+    const offsets: TopicPartitionOffset[] = [...this.#toCommit].map(([topic, o]) => ({ topic, partition: this.partition, offset: o.toString() }));
+    let written: WrittenOffsets;
+    if (this.#eos) {
+      written = await this.#producer!.commitTransaction(all, { groupId: this.#deps.groupId, offsets });
+      this.#deps.metrics.txCommits.inc({ app });
+    } else {
+      const producer = await this.#deps.plainProducer();
+      written = await producer.send(all);
+      await this.#commitOffsetsAtLeastOnce(offsets);
+    }
+    await this.#store?.commitLocal(written, Object.fromEntries(offsets.map((o) => [`${o.topic}:${o.partition}`, o.offset])));
+    this.#toCommit.clear();
+    this.#dirtyRecords = 0;
+    this.#lastCheckpoint = Date.now();
+    const now = Date.now();
+    for (const [topic, l] of records) {
+      if (topic === this.#deps.deadLetterTopic) continue;
+      this.#deps.metrics.recordsOut.inc({ app, topic }, l.length);
+      for (let i = 0; i < l.length; i++) this.#deps.metrics.latency.observe({ app, topic }, Math.max(0, now - Number(l[i]!.timestamp)) / 1000);
+    }
+    for (const [topic, l] of changelog) this.#deps.metrics.changelogRecords.inc({ app, store: topic }, l.length);
+    this.#deps.metrics.checkpoints.inc({ app });
+    this.#deps.metrics.checkpointDuration.observe({ app }, (performance.now() - started) / 1000);
+    this.logger.trace({ outputs: outputCount, offsets }, 'checkpoint');
+  }
+
+  /** Commits offsets through the group; filled in by the worker (it owns the consumer). */
+  commitOffsetsAtLeastOnce: (offsets: TopicPartitionOffset[]) => Promise<void> = async () => undefined;
+  async #commitOffsetsAtLeastOnce(offsets: TopicPartitionOffset[]): Promise<void> {
+    try {
+      await this.commitOffsetsAtLeastOnce(offsets);
+    } catch (e) {
+      // The outputs are written; a lost offset commit only means the records are read again.
+      this.logger.warn({ err: e }, 'offset commit failed (at-least-once: records will be re-read)');
+    }
+  }
+
+  /**
+   * Throws away everything since the last checkpoint and starts over from it: a new producer
+   * (fencing the old one), state back to RocksDB's view, input from the committed offsets.
+   */
+  async reset(reason: unknown): Promise<void> {
+    if (this.#state === 'closed') return;
+    this.logger.warn({ err: reason }, 'task resets to its last checkpoint');
+    this.#collector.clear();
+    this.#toCommit.clear();
+    this.#dirtyRecords = 0;
+    const producer = this.#producer;
+    this.#producer = undefined;
+    await producer?.close();
+    const store = this.#store;
+    this.#store = undefined;
+    await store?.close();
+    if (this.isClosed) return;
+    this.#state = 'created';
+    await this.init();
+  }
+
+  /** Checkpoints (when asked and possible) and releases the producer and the state folder. */
+  async close(opts: { checkpoint: boolean }): Promise<void> {
+    if (this.#state === 'closed') return;
+    await this.idle();
+    if (opts.checkpoint && this.#state === 'running') {
+      try {
+        await this.checkpoint();
+      } catch (e) {
+        this.logger.warn({ err: e }, 'final checkpoint failed; the next owner continues from the previous one');
+      }
+    }
+    this.#state = 'closed';
+    this.#collector.clear();
+    await this.#release();
+    this.logger.info('task closed');
+  }
+
+  async #release(): Promise<void> {
+    const producer = this.#producer;
+    const store = this.#store;
+    this.#producer = undefined;
+    this.#store = undefined;
+    await producer?.close();
+    await store?.close();
+  }
+}

@@ -1,0 +1,80 @@
+import { TopologyError } from '../errors.js';
+import type { KafkaAdmin } from '../kafka/admin.js';
+import type { TopicSpec } from '../kafka/types.js';
+import type { Topology } from '../topology/build.js';
+
+export function deadLetterTopic(appId: string): string {
+  return `${appId}-dlq`;
+}
+
+/** Partition count per sub-topology, once its topics exist. */
+export type PartitionPlan = Map<number, number>;
+
+/**
+ * Checks the topology against the cluster and creates the internal topics: every external input
+ * and output must exist, inputs of one sub-topology must be co-partitioned, repartition topics
+ * get their writer's partition count, changelogs their task count (compacted).
+ */
+export async function prepareTopics(admin: KafkaAdmin, topology: Topology): Promise<PartitionPlan> {
+  const repartition = topology.repartitionTopics;
+  const external = new Set<string>();
+  const outputs = new Set<string>();
+  for (const s of topology.subtopologies) {
+    for (const t of s.sourceTopics) if (!repartition.has(t)) external.add(t);
+    for (const t of s.sinkTopics) if (!repartition.has(t)) outputs.add(t);
+  }
+  const counts = await admin.partitionCounts([...external, ...outputs]);
+  const missing = [...external, ...outputs].filter((t) => !counts.has(t));
+  if (missing.length > 0) {
+    throw new TopologyError(
+      `topics missing on the cluster: ${missing.join(', ')}. Create them (e.g. npx sluice topics create ${missing[0]} --partitions 4) or fix the job.`,
+    );
+  }
+  const plan: PartitionPlan = new Map();
+  // Sub-topologies in order: a repartition topic's writer always comes before its reader.
+  const pending = [...topology.subtopologies];
+  const internalSpecs: TopicSpec[] = [];
+  for (let guard = 0; pending.length > 0 && guard < 1000; guard++) {
+    const s = pending.shift()!;
+    const sizes = new Map<string, number>();
+    let unresolved = false;
+    for (const t of s.sourceTopics) {
+      const r = repartition.get(t);
+      if (r) {
+        const n = plan.get(r.writtenBy);
+        if (n === undefined) unresolved = true;
+        else sizes.set(t, n);
+      } else sizes.set(t, counts.get(t)!);
+    }
+    if (unresolved) {
+      pending.push(s);
+      continue;
+    }
+    const distinct = new Set(sizes.values());
+    if (distinct.size > 1) {
+      throw new TopologyError(
+        `inputs of sub-topology ${s.id} must be co-partitioned (same partition count) but are not: ${[...sizes].map(([t, n]) => `${t}=${n}`).join(', ')}`,
+        'SLUICE_NOT_COPARTITIONED',
+      );
+    }
+    const n = [...distinct][0]!;
+    plan.set(s.id, n);
+    for (const t of s.sourceTopics) if (repartition.has(t)) internalSpecs.push({ topic: t, partitions: n });
+    for (const st of topology.stores.filter((x) => x.subtopology === s.id)) {
+      internalSpecs.push({ topic: st.changelog, partitions: n, config: { 'cleanup.policy': 'compact', 'min.compaction.lag.ms': '0' } });
+    }
+  }
+  const existing = await admin.partitionCounts(internalSpecs.map((s) => s.topic));
+  for (const spec of internalSpecs) {
+    const have = existing.get(spec.topic);
+    if (have !== undefined && have !== spec.partitions) {
+      throw new TopologyError(
+        `internal topic ${spec.topic} has ${have} partitions but needs ${spec.partitions}; run \`sluice reset\` for this app`,
+        'SLUICE_NOT_COPARTITIONED',
+      );
+    }
+  }
+  const maxPartitions = Math.max(1, ...plan.values());
+  await admin.ensureTopics([...internalSpecs, { topic: deadLetterTopic(topology.appId), partitions: Math.min(maxPartitions, 8) }]);
+  return plan;
+}

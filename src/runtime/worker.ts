@@ -1,0 +1,349 @@
+import { hostname } from 'node:os';
+import type { App } from '../api/app.js';
+import type { SluiceConfig } from '../config/schema.js';
+import { SluiceError } from '../errors.js';
+import { KafkaClient } from '../kafka/client.js';
+import type { BatchContext, GroupConsumer } from '../kafka/consumer.js';
+import type { PlainProducer } from '../kafka/producer.js';
+import { taskIdOf, type MemberInfo } from '../kafka/task-assigner.js';
+import type { Logger } from '../ops/logger.js';
+import { createWorkerMetrics, type WorkerMetrics } from '../ops/metrics.js';
+import type { Topology } from '../topology/build.js';
+import type { Registry } from 'prom-client';
+import { Task } from './task.js';
+import type { TaskState } from './task-state.js';
+import { deadLetterTopic, type PartitionPlan, prepareTopics } from './topics.js';
+
+/**
+ * A worker: one member of the app's consumer group, running one task per assigned partition of
+ * each sub-topology.
+ *
+ *     created ──start()──▶ starting ──▶ running ──stop()──▶ stopping ──▶ stopped
+ *                              │            │
+ *                              └────────────┴──(fatal error)──▶ failed
+ */
+export const WORKER_STATES = ['created', 'starting', 'running', 'stopping', 'stopped', 'failed'] as const;
+export type WorkerStateName = (typeof WORKER_STATES)[number];
+
+export interface WorkerOptions {
+  app: App;
+  config: Readonly<SluiceConfig>;
+  logger: Logger;
+  registry: Registry;
+  /** Opens a task's state; supplied by the state module (undefined: stateless jobs only). */
+  openState?: (task: Task, ctx: { client: KafkaClient; metrics: WorkerMetrics; logger: Logger }) => Promise<TaskState | undefined>;
+  /** Called when the worker fails for good (the CLI exits non-zero). */
+  onFatal?: (err: Error) => void;
+  /** The HTTP address this worker advertises to the group (for routed state queries). */
+  httpAddress?: () => string | undefined;
+}
+
+export class Worker {
+  readonly app: App;
+  readonly topology: Topology;
+  readonly config: Readonly<SluiceConfig>;
+  readonly logger: Logger;
+  readonly metrics: WorkerMetrics;
+  readonly client: KafkaClient;
+  #state: WorkerStateName = 'created';
+  #consumer: GroupConsumer | undefined;
+  #plain: Promise<PlainProducer> | undefined;
+  readonly #tasks = new Map<string, Task>();
+  #plan: PartitionPlan = new Map();
+  #assignedOnce = false;
+  #timer: NodeJS.Timeout | undefined;
+  #members = new Map<string, MemberInfo>();
+  readonly #opts: WorkerOptions;
+  readonly #lag = new Map<string, number>();
+  #fatal: Error | undefined;
+
+  constructor(opts: WorkerOptions) {
+    this.#opts = opts;
+    this.app = opts.app;
+    this.topology = opts.app.topology();
+    this.config = opts.config;
+    this.logger = opts.logger.child({ app: this.app.id });
+    this.metrics = createWorkerMetrics(opts.registry);
+    this.client = new KafkaClient(
+      {
+        brokers: opts.config.kafka.brokers,
+        clientId: `${opts.config.kafka.clientId}-${this.app.id}-${hostname()}-${process.pid}`,
+        requestTimeoutMs: opts.config.kafka.requestTimeoutMs,
+        sessionTimeoutMs: opts.config.kafka.sessionTimeoutMs,
+        heartbeatIntervalMs: opts.config.kafka.heartbeatIntervalMs,
+      },
+      this.logger,
+    );
+  }
+
+  get state(): WorkerStateName {
+    return this.#state;
+  }
+
+  get tasks(): ReadonlyMap<string, Task> {
+    return this.#tasks;
+  }
+
+  /** Members of the group as the last assignment saw them (leader only knows all). */
+  get members(): ReadonlyMap<string, MemberInfo> {
+    return this.#members;
+  }
+
+  get lag(): ReadonlyMap<string, number> {
+    return this.#lag;
+  }
+
+  /** Ready: in the group, with every owned task restored and running. */
+  readiness(): { ready: boolean; reason?: string } {
+    if (this.#state !== 'running') return { ready: false, reason: `worker ${this.#state}` };
+    if (!this.#assignedOnce) return { ready: false, reason: 'joining the group' };
+    const restoring = [...this.#tasks.values()].filter((t) => t.state !== 'running').map((t) => t.id);
+    if (restoring.length > 0) return { ready: false, reason: `restoring ${restoring.join(', ')}` };
+    return { ready: true };
+  }
+
+  liveness(): boolean {
+    return this.#state !== 'failed';
+  }
+
+  async start(): Promise<void> {
+    if (this.#state !== 'created') throw new SluiceError('SLUICE_JOB_INVALID', `worker already ${this.#state}`);
+    this.#state = 'starting';
+    this.logger.info({ guarantee: this.config.processing.guarantee, brokers: this.config.kafka.brokers }, 'worker starting');
+    this.logger.debug(this.topology.describe());
+    const admin = await this.#retrying('connect to Kafka', () => this.client.admin());
+    this.#plan = await this.#retrying('prepare topics', () => prepareTopics(admin, this.topology), (e) => !(e instanceof SluiceError));
+    const topics = this.topology.subtopologies.flatMap((s) => s.sourceTopics);
+    this.#consumer = this.client.consumer({
+      groupId: this.app.id,
+      topics,
+      readCommitted: true,
+      concurrency: this.config.processing.concurrency,
+      maxBytesPerPartition: this.config.processing.maxBytesPerPartition,
+      layout: { subtopologyOf: (t) => this.topology.subtopologyOf(t) },
+      memberInfo: () => ({ tasks: [...this.#tasks.keys()], http: this.#opts.httpAddress?.() }),
+      onMembers: (m) => {
+        this.#members = m;
+      },
+    });
+    await this.#consumer.start({
+      onAssignment: (a) => this.#onAssignment(a),
+      onBatch: (b) => this.#onBatch(b),
+      onFatal: (e) => this.#fail(e),
+    });
+    const interval = Math.max(10, Math.floor(this.config.processing.commitIntervalMs / 2));
+    this.#timer = setInterval(() => this.#checkpointDue(), interval);
+    this.#timer.unref();
+    this.#state = 'running';
+    this.logger.info({ topics }, 'worker running');
+  }
+
+  async #retrying<T>(what: string, fn: () => Promise<T>, retriable: (e: unknown) => boolean = () => true): Promise<T> {
+    let delay = 500;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await fn();
+      } catch (e) {
+        if (!retriable(e) || this.#state === 'stopping' || this.#state === 'stopped') throw e;
+        this.logger.warn({ err: e, attempt, retryInMs: delay }, `cannot ${what} yet; retrying`);
+        await new Promise((r) => setTimeout(r, delay));
+        delay = Math.min(delay * 2, 10_000);
+      }
+    }
+  }
+
+  #taskDeps() {
+    return {
+      appId: this.app.id,
+      groupId: this.app.id,
+      config: this.config,
+      client: this.client,
+      logger: this.logger,
+      metrics: this.metrics,
+      plainProducer: () => (this.#plain ??= this.client.plainProducer()),
+      openState: async (task: Task) =>
+        this.#opts.openState ? this.#opts.openState(task, { client: this.client, metrics: this.metrics, logger: task.logger }) : undefined,
+      seek: (topic: string, partition: number, offset: string) => this.#consumer?.seek(topic, partition, offset),
+      deadLetterTopic: deadLetterTopic(this.app.id),
+    };
+  }
+
+  #onAssignment(assigned: Array<{ topic: string; partition: number }>): void {
+    this.#assignedOnce = true;
+    this.metrics.rebalances.inc({ app: this.app.id });
+    const wanted = new Map<string, { sub: number; partition: number }>();
+    for (const { topic, partition } of assigned) {
+      const sub = this.topology.subtopologyOf(topic);
+      if (sub !== undefined) wanted.set(taskIdOf(sub, partition), { sub, partition });
+    }
+    const revoked = [...this.#tasks.keys()].filter((id) => !wanted.has(id));
+    const added = [...wanted.keys()].filter((id) => !this.#tasks.has(id));
+    this.logger.info({ tasks: [...wanted.keys()].sort(), added, revoked }, 'assignment');
+    for (const id of revoked) {
+      const t = this.#tasks.get(id)!;
+      this.#tasks.delete(id);
+      // Its folder stays: if the task comes back, it replays only the changelog's tail.
+      t.close({ checkpoint: true }).catch((e) => this.logger.warn({ err: e, task: id }, 'closing revoked task failed'));
+      for (const topic of t.inputTopics) this.#lag.delete(`${topic}:${t.partition}`);
+    }
+    for (const id of added) {
+      const { sub, partition } = wanted.get(id)!;
+      const task = new Task(id, this.topology.subtopologies[sub]!, partition, this.#taskDeps());
+      task.commitOffsetsAtLeastOnce = (offsets) => this.#consumer!.commitOffsets(offsets);
+      this.#tasks.set(id, task);
+      this.#initTask(task);
+    }
+    this.#updateTaskGauge();
+  }
+
+  #initTask(task: Task, attempt = 1): void {
+    task.init().then(
+      () => this.#updateTaskGauge(),
+      (e) => {
+        if (this.#tasks.get(task.id) !== task || task.state === 'closed') return;
+        const delay = Math.min(500 * 2 ** (attempt - 1), 10_000);
+        this.logger.warn({ err: e, task: task.id, attempt, retryInMs: delay }, 'task init failed; retrying');
+        this.metrics.errors.inc({ app: this.app.id, kind: 'task_init' });
+        setTimeout(() => {
+          if (this.#tasks.get(task.id) !== task || task.state === 'closed') return;
+          task.reset(e).then(
+            () => this.#updateTaskGauge(),
+            (e2) => {
+              this.logger.warn({ err: e2, task: task.id }, 'task reset failed');
+              this.#initTaskRetry(task, attempt + 1);
+            },
+          );
+        }, delay).unref();
+      },
+    );
+  }
+
+  #initTaskRetry(task: Task, attempt: number): void {
+    const delay = Math.min(500 * 2 ** (attempt - 1), 10_000);
+    setTimeout(() => {
+      if (this.#tasks.get(task.id) !== task || task.state === 'closed') return;
+      task.reset('retry').then(
+        () => this.#updateTaskGauge(),
+        (e) => {
+          this.logger.warn({ err: e, task: task.id, attempt }, 'task reset failed; retrying');
+          this.#initTaskRetry(task, attempt + 1);
+        },
+      );
+    }, delay).unref();
+  }
+
+  #updateTaskGauge(): void {
+    const counts: Record<string, number> = { restoring: 0, running: 0 };
+    for (const t of this.#tasks.values()) counts[t.state] = (counts[t.state] ?? 0) + 1;
+    for (const [state, n] of Object.entries(counts)) this.metrics.tasks.set({ app: this.app.id, state }, n);
+  }
+
+  async #onBatch(b: BatchContext): Promise<void> {
+    if (this.#state !== 'running' && this.#state !== 'starting') return;
+    const sub = this.topology.subtopologyOf(b.topic);
+    if (sub === undefined) return;
+    const task = this.#tasks.get(taskIdOf(sub, b.partition));
+    if (!task) return;
+    if (task.state !== 'running') {
+      // Restoring: keep the group membership alive while we wait; the batch is fetched again later.
+      const ready = task.whenReady().then(
+        () => true,
+        () => false,
+      );
+      for (;;) {
+        const done = await Promise.race([ready, new Promise((r) => setTimeout(() => r('tick'), 1000))]);
+        if (done !== 'tick') break;
+        await b.heartbeat();
+      }
+      return;
+    }
+    await task.idle();
+    if (b.isStale() || this.#tasks.get(task.id) !== task || task.state !== 'running') return;
+    try {
+      task.process(b.topic, b.records, b.resolveOffset);
+    } catch (e) {
+      if (e instanceof SluiceError && e.code === 'SLUICE_OPERATOR') {
+        this.#fail(e);
+        return;
+      }
+      throw e;
+    }
+    const last = b.records[b.records.length - 1];
+    if (last) {
+      const lag = Number(BigInt(b.highWatermark) - BigInt(last.offset) - 1n);
+      this.#lag.set(`${b.topic}:${b.partition}`, Math.max(0, lag));
+      this.metrics.lag.set({ app: this.app.id, topic: b.topic, partition: String(b.partition) }, Math.max(0, lag));
+    }
+    if (task.checkpointDue) await this.#checkpoint(task);
+  }
+
+  #checkpointDue(): void {
+    for (const t of this.#tasks.values()) {
+      if (t.state === 'running' && t.hasPending && t.checkpointDue) void this.#checkpoint(t);
+    }
+  }
+
+  async #checkpoint(task: Task): Promise<void> {
+    try {
+      await task.checkpoint();
+    } catch (e) {
+      this.metrics.checkpointFailures.inc({ app: this.app.id, reason: (e as Error).name ?? 'Error' });
+      if (this.#tasks.get(task.id) !== task || this.#state !== 'running') return;
+      // Whatever failed (fenced, broker gone, unknown commit result): nothing since the last
+      // checkpoint is trusted. Rebuild the task from it; if we were fenced by a new owner, the
+      // coming rebalance takes the task away.
+      task.reset(e).catch((e2) => {
+        this.logger.warn({ err: e2, task: task.id }, 'task reset failed; retrying');
+        this.#initTaskRetry(task, 1);
+      });
+    }
+  }
+
+  #fail(e: Error): void {
+    if (this.#state === 'failed' || this.#state === 'stopped') return;
+    this.#fatal = e;
+    this.logger.error({ err: e }, 'worker failed');
+    this.#state = 'failed';
+    this.#opts.onFatal?.(e);
+  }
+
+  get fatalError(): Error | undefined {
+    return this.#fatal;
+  }
+
+  /** Graceful stop: checkpoint every task, leave the group, release everything. */
+  async stop(): Promise<void> {
+    if (this.#state === 'stopped' || this.#state === 'stopping') return;
+    const failed = this.#state === 'failed';
+    this.#state = 'stopping';
+    this.logger.info('worker stopping');
+    if (this.#timer) clearInterval(this.#timer);
+    const tasks = [...this.#tasks.values()];
+    await Promise.all(tasks.map((t) => t.close({ checkpoint: !failed })));
+    this.#tasks.clear();
+    await this.#consumer?.stop().catch((e) => this.logger.warn({ err: e }, 'leaving the group failed'));
+    const plain = this.#plain;
+    this.#plain = undefined;
+    if (plain) await (await plain).close().catch(() => undefined);
+    await this.client.close().catch(() => undefined);
+    this.#state = 'stopped';
+    this.logger.info('worker stopped');
+  }
+
+  /** For /status. */
+  status(): Record<string, unknown> {
+    return {
+      app: this.app.id,
+      state: this.#state,
+      guarantee: this.config.processing.guarantee,
+      tasks: [...this.#tasks.values()].map((t) => ({
+        id: t.id,
+        state: t.state,
+        partition: t.partition,
+        topics: t.inputTopics,
+        lag: Object.fromEntries(t.inputTopics.map((tp) => [tp, this.#lag.get(`${tp}:${t.partition}`) ?? null])),
+      })),
+      partitions: Object.fromEntries(this.#plan),
+    };
+  }
+}

@@ -1,0 +1,135 @@
+import { TopologyError } from '../errors.js';
+import type { GraphNode, StoreSpec } from './nodes.js';
+
+export interface SubTopology {
+  readonly id: number;
+  /** Input topics: external sources and repartition topics read by this sub-topology. */
+  readonly sourceTopics: readonly string[];
+  /** Source node per topic. */
+  readonly sources: ReadonlyMap<string, GraphNode>;
+  readonly nodes: readonly GraphNode[];
+  readonly stores: readonly StoreSpec[];
+  /** Output topics: user sinks and repartition topics written by this sub-topology. */
+  readonly sinkTopics: readonly string[];
+}
+
+export interface Topology {
+  readonly appId: string;
+  readonly subtopologies: readonly SubTopology[];
+  /** Repartition topics: name → the sub-topology whose source partitions they must match. */
+  readonly repartitionTopics: ReadonlyMap<string, { readsFrom: number; writtenBy: number }>;
+  /** Every store with its changelog topic. */
+  readonly stores: ReadonlyArray<StoreSpec & { changelog: string; subtopology: number }>;
+  subtopologyOf(topic: string): number | undefined;
+  /** A text picture of the topology, for `sluice topology` and the logs. */
+  describe(): string;
+}
+
+export function changelogTopic(appId: string, store: string): string {
+  return `${appId}-${store}-changelog`;
+}
+
+export function repartitionTopic(appId: string, name: string): string {
+  return `${appId}-${name}-repartition`;
+}
+
+/**
+ * Splits the graph into sub-topologies: the connected parts of the graph once the edges through
+ * repartition topics are cut. Sources that meet (merge, join) end up in one sub-topology and so
+ * in one task per partition.
+ */
+export function buildTopology(appId: string, nodes: readonly GraphNode[]): Topology {
+  if (nodes.length === 0) throw new TopologyError(`app ${appId} has no streams`);
+  const parent = nodes.map((n) => n.id);
+  const find = (i: number): number => {
+    while (parent[i] !== i) i = parent[i] = parent[parent[i]!]!;
+    return i;
+  };
+  const union = (a: number, b: number) => {
+    const ra = find(a);
+    const rb = find(b);
+    if (ra !== rb) parent[Math.max(ra, rb)] = Math.min(ra, rb);
+  };
+  for (const n of nodes) for (const c of n.children) union(n.id, c.id);
+
+  const groups = new Map<number, GraphNode[]>();
+  for (const n of nodes) {
+    const r = find(n.id);
+    let g = groups.get(r);
+    if (!g) groups.set(r, (g = []));
+    g.push(n);
+  }
+  const subtopologies: SubTopology[] = [];
+  const subOfTopic = new Map<string, number>();
+  const storeList: Array<StoreSpec & { changelog: string; subtopology: number }> = [];
+  const storeNames = new Set<string>();
+  const sinkOwner = new Map<string, number>();
+  for (const group of [...groups.values()].sort((a, b) => a[0]!.id - b[0]!.id)) {
+    const id = subtopologies.length;
+    const sources = new Map<string, GraphNode>();
+    const stores: StoreSpec[] = [];
+    const sinkTopics: string[] = [];
+    for (const n of group) {
+      if (n.spec.kind === 'source') {
+        for (const t of n.spec.topics) {
+          if (subOfTopic.has(t)) throw new TopologyError(`topic ${t} is read by two streams; read it once and branch`);
+          subOfTopic.set(t, id);
+          sources.set(t, n);
+        }
+      } else if (n.spec.kind === 'sink') {
+        sinkTopics.push(n.spec.topic);
+        if (n.spec.internal) sinkOwner.set(n.spec.topic, id);
+      } else if (n.spec.kind === 'process') {
+        for (const s of n.spec.stores) {
+          if (storeNames.has(s.name)) throw new TopologyError(`duplicate store name ${s.name}`);
+          storeNames.add(s.name);
+          stores.push(s);
+          storeList.push({ ...s, changelog: changelogTopic(appId, s.name), subtopology: id });
+        }
+      }
+    }
+    if (sources.size === 0) throw new TopologyError('an operator chain has no source');
+    subtopologies.push({ id, sourceTopics: [...sources.keys()], sources, nodes: group, stores, sinkTopics });
+  }
+  const repartitionTopics = new Map<string, { readsFrom: number; writtenBy: number }>();
+  for (const [topic, writtenBy] of sinkOwner) {
+    const reader = subOfTopic.get(topic);
+    if (reader !== undefined) {
+      // A repartition topic gets the partition count of the sub-topology that writes it.
+      repartitionTopics.set(topic, { readsFrom: writtenBy, writtenBy });
+    }
+  }
+  for (const s of subtopologies) {
+    for (const t of s.sinkTopics) {
+      if (subOfTopic.get(t) === s.id) throw new TopologyError(`sub-topology ${s.id} writes ${t}, which it also reads (a cycle)`);
+    }
+  }
+  return {
+    appId,
+    subtopologies,
+    repartitionTopics,
+    stores: storeList,
+    subtopologyOf: (t) => subOfTopic.get(t),
+    describe: () => describeTopology(appId, subtopologies),
+  };
+}
+
+function describeTopology(appId: string, subs: readonly SubTopology[]): string {
+  const lines = [`Topology of ${appId}:`];
+  for (const s of subs) {
+    lines.push(`  Sub-topology ${s.id} (reads ${s.sourceTopics.join(', ')})`);
+    for (const n of s.nodes) {
+      const extra =
+        n.spec.kind === 'source'
+          ? ` [${n.spec.topics.join(', ')}]`
+          : n.spec.kind === 'sink'
+            ? ` -> ${n.spec.topic}`
+            : n.spec.kind === 'process' && n.spec.stores.length > 0
+              ? ` stores: ${n.spec.stores.map((x) => x.name).join(', ')}`
+              : '';
+      const to = n.children.length > 0 ? ` => ${n.children.map((c) => c.name).join(', ')}` : '';
+      lines.push(`    ${n.name} (${n.spec.kind})${extra}${to}`);
+    }
+  }
+  return lines.join('\n');
+}
