@@ -1,0 +1,133 @@
+import { randomBytes } from 'node:crypto';
+import { createRequire } from 'node:module';
+import type { Admin, Kafka as KafkaType, Producer } from 'kafkajs';
+
+// Tests talk to the broker directly with kafkajs (the src/kafka boundary is for the product).
+const require = createRequire(import.meta.url);
+const { Kafka, logLevel } = require('kafkajs') as typeof import('kafkajs');
+process.env.KAFKAJS_NO_PARTITIONER_WARNING = '1';
+
+/** The suite's broker: `npm test` starts one and exports KAFKA_BROKERS. */
+export function brokers(): string[] {
+  const b = process.env.KAFKA_BROKERS;
+  if (!b) throw new Error('KAFKA_BROKERS is not set: run the suite with `npm test`, which starts a local Kafka');
+  return b.split(',');
+}
+
+export function uniqueName(prefix: string): string {
+  return `${prefix}-${Date.now().toString(36)}-${randomBytes(3).toString('hex')}`;
+}
+
+let kafka: KafkaType | undefined;
+export function testKafka(): KafkaType {
+  kafka ??= new Kafka({ brokers: brokers(), clientId: 'sluice-test', logLevel: logLevel.NOTHING });
+  return kafka;
+}
+
+export async function withAdmin<T>(fn: (a: Admin) => Promise<T>): Promise<T> {
+  const admin = testKafka().admin();
+  await admin.connect();
+  try {
+    return await fn(admin);
+  } finally {
+    await admin.disconnect();
+  }
+}
+
+export async function createTopics(topics: Array<{ topic: string; partitions: number; config?: Record<string, string> }>): Promise<void> {
+  await withAdmin((a) =>
+    a.createTopics({
+      waitForLeaders: true,
+      topics: topics.map((t) => ({
+        topic: t.topic,
+        numPartitions: t.partitions,
+        configEntries: Object.entries(t.config ?? {}).map(([name, value]) => ({ name, value })),
+      })),
+    }),
+  );
+}
+
+export async function deleteTopicsMatching(prefix: string): Promise<void> {
+  await withAdmin(async (a) => {
+    const topics = (await a.listTopics()).filter((t) => t.startsWith(prefix));
+    if (topics.length > 0) await a.deleteTopics({ topics }).catch(() => undefined);
+  });
+}
+
+export interface TestRecord {
+  key: string | null;
+  value: string | Buffer | null;
+  partition?: number;
+  headers?: Record<string, string>;
+}
+
+export async function produce(topic: string, records: TestRecord[], batch = 5000): Promise<void> {
+  const p: Producer = testKafka().producer({ idempotent: true, maxInFlightRequests: 1 });
+  await p.connect();
+  try {
+    for (let i = 0; i < records.length; i += batch) {
+      await p.send({ topic, acks: -1, messages: records.slice(i, i + batch) });
+    }
+  } finally {
+    await p.disconnect();
+  }
+}
+
+export interface ReadRecord {
+  key: string | null;
+  value: string | null;
+  partition: number;
+  offset: string;
+  headers: Record<string, string>;
+}
+
+/**
+ * Reads a topic from the beginning (read_committed unless told otherwise) until `expected`
+ * records arrived and nothing more came for `settleMs`, or the timeout passed.
+ */
+export async function readAll(
+  topic: string,
+  opts: { expected?: number; timeoutMs?: number; settleMs?: number; readUncommitted?: boolean } = {},
+): Promise<ReadRecord[]> {
+  const { expected = Number.POSITIVE_INFINITY, timeoutMs = 60_000, settleMs = 1500 } = opts;
+  const consumer = testKafka().consumer({ groupId: uniqueName('reader'), readUncommitted: opts.readUncommitted ?? false, maxWaitTimeInMs: 100 });
+  const out: ReadRecord[] = [];
+  let last = Date.now();
+  await consumer.connect();
+  await consumer.subscribe({ topic, fromBeginning: true });
+  await consumer.run({
+    eachBatch: async ({ batch }) => {
+      for (const m of batch.messages) {
+        const headers: Record<string, string> = {};
+        for (const [k, v] of Object.entries(m.headers ?? {})) headers[k] = String(v);
+        out.push({ key: m.key?.toString() ?? null, value: m.value?.toString() ?? null, partition: batch.partition, offset: m.offset, headers });
+      }
+      last = Date.now();
+    },
+  });
+  const start = Date.now();
+  while (Date.now() - start < timeoutMs) {
+    await new Promise((r) => setTimeout(r, 100));
+    if (out.length >= expected && Date.now() - last >= settleMs) break;
+    if (expected === Number.POSITIVE_INFINITY && out.length > 0 && Date.now() - last >= settleMs) break;
+  }
+  await consumer.disconnect();
+  return out;
+}
+
+/** Waits until `fn` returns a truthy value, polling. */
+export async function eventually<T>(fn: () => Promise<T> | T, opts: { timeoutMs?: number; intervalMs?: number; what?: string } = {}): Promise<T> {
+  const { timeoutMs = 60_000, intervalMs = 200 } = opts;
+  const start = Date.now();
+  let lastErr: unknown;
+  while (Date.now() - start < timeoutMs) {
+    try {
+      const v = await fn();
+      if (v) return v;
+    } catch (e) {
+      lastErr = e;
+    }
+    await new Promise((r) => setTimeout(r, intervalMs));
+  }
+  throw new Error(`timed out after ${timeoutMs} ms waiting for ${opts.what ?? 'a condition'}${lastErr ? `: ${String(lastErr)}` : ''}`);
+}

@@ -1,0 +1,112 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { brokers } from './kafka.js';
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), '../../..');
+export const SLUICE_BIN = join(root, 'bin/sluice.js');
+/** Compiled test job files live in dist/test/fixtures/jobs. */
+export function jobPath(name: string): string {
+  return join(root, 'dist/test/fixtures/jobs', `${name}.js`);
+}
+
+export interface WorkerProcess {
+  readonly child: ChildProcess;
+  readonly name: string;
+  /** The worker's HTTP base URL, once it printed it. */
+  url(): Promise<string>;
+  readonly logs: string[];
+  /** Resolves with the exit code (or signal name). */
+  readonly exited: Promise<number | string>;
+  kill(signal?: NodeJS.Signals): Promise<number | string>;
+  metrics(): Promise<string>;
+  status(): Promise<any>;
+}
+
+/**
+ * Starts `sluice run <job>` as a real process (for crash tests: SIGKILL is a real crash).
+ * Logs are JSON on stdout; the HTTP port is chosen by the OS and read from the log.
+ */
+export function spawnWorker(
+  job: string,
+  opts: { name?: string; env?: Record<string, string>; args?: string[]; stateDir?: string } = {},
+): WorkerProcess {
+  const name = opts.name ?? 'worker';
+  const stateDir = opts.stateDir ?? mkdtempSync(join(tmpdir(), 'sluice-state-'));
+  const child = spawn(
+    process.execPath,
+    [SLUICE_BIN, 'run', jobPath(job), '--http-port', '0', '--state-dir', stateDir, '--log-format', 'json', ...(opts.args ?? [])],
+    { env: { ...process.env, KAFKA_BROKERS: brokers().join(','), ...opts.env }, stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  const logs: string[] = [];
+  let resolveUrl: (u: string) => void = () => undefined;
+  const urlP = new Promise<string>((r) => {
+    resolveUrl = r;
+  });
+  let buf = '';
+  const onData = (d: Buffer) => {
+    buf += d.toString();
+    let i: number;
+    while ((i = buf.indexOf('\n')) >= 0) {
+      const line = buf.slice(0, i);
+      buf = buf.slice(i + 1);
+      logs.push(line);
+      if (logs.length > 5000) logs.splice(0, 1000);
+      const m = /metrics at (http:\/\/[^/\s"]+)\/metrics/.exec(line);
+      if (m) resolveUrl(m[1]!);
+    }
+  };
+  child.stdout!.on('data', onData);
+  child.stderr!.on('data', onData);
+  const exited = new Promise<number | string>((r) => child.once('exit', (code, sig) => r(code ?? sig ?? -1)));
+  const w: WorkerProcess = {
+    child,
+    name,
+    logs,
+    exited,
+    url: () =>
+      Promise.race([
+        urlP,
+        exited.then((c) => {
+          throw new Error(`${name} exited (${c}) before serving HTTP:\n${logs.slice(-30).join('\n')}`);
+        }),
+      ]),
+    async kill(signal = 'SIGTERM') {
+      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+      return exited;
+    },
+    async metrics() {
+      return (await fetch(`${await w.url()}/metrics`)).text();
+    },
+    async status() {
+      return (await fetch(`${await w.url()}/status`)).json();
+    },
+  };
+  return w;
+}
+
+/** The value of one sample of a Prometheus text exposition, or undefined. */
+export function metricValue(text: string, name: string, labels: Record<string, string> = {}): number | undefined {
+  for (const line of text.split('\n')) {
+    if (!line.startsWith(name)) continue;
+    const m = /^([a-zA-Z_:][\w:]*)(\{[^}]*\})?\s+(\S+)/.exec(line);
+    if (!m || m[1] !== name) continue;
+    const ls = Object.fromEntries([...(m[2] ?? '').matchAll(/(\w+)="([^"]*)"/g)].map((x) => [x[1], x[2]]));
+    if (Object.entries(labels).every(([k, v]) => ls[k] === v)) return Number(m[3]);
+  }
+  return undefined;
+}
+
+/** Sum of all samples of a metric whose labels match. */
+export function metricSum(text: string, name: string, labels: Record<string, string> = {}): number {
+  let sum = 0;
+  for (const line of text.split('\n')) {
+    const m = /^([a-zA-Z_:][\w:]*)(\{[^}]*\})?\s+(\S+)/.exec(line);
+    if (!m || m[1] !== name) continue;
+    const ls = Object.fromEntries([...(m[2] ?? '').matchAll(/(\w+)="([^"]*)"/g)].map((x) => [x[1], x[2]]));
+    if (Object.entries(labels).every(([k, v]) => ls[k] === v)) sum += Number(m[3]);
+  }
+  return sum;
+}

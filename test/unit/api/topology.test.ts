@@ -1,0 +1,66 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { App, json } from '../../../src/index.js';
+import { assignTasks } from '../../../src/kafka/task-assigner.js';
+
+test('topology should split at a repartition topic and name internal topics after the app', () => {
+  const app = new App({ id: 'shop' });
+  app
+    .stream('orders', { value: json<{ user: string; amount: number }>() })
+    .filter((o) => o.amount > 0)
+    .keyBy((o) => o.user, { name: 'by-user' })
+    .count({ name: 'orders-per-user' })
+    .to('counts');
+  const t = app.topology();
+  assert.equal(t.subtopologies.length, 2);
+  assert.deepEqual(t.subtopologies[0]!.sourceTopics, ['orders']);
+  assert.deepEqual(t.subtopologies[1]!.sourceTopics, ['shop-by-user-repartition']);
+  assert.deepEqual([...t.repartitionTopics.keys()], ['shop-by-user-repartition']);
+  assert.deepEqual(t.stores.map((s) => s.changelog), ['shop-orders-per-user-agg-changelog']);
+  assert.match(t.describe(), /Sub-topology 1/);
+});
+
+test('topology should put merged sources in one sub-topology', () => {
+  const app = new App({ id: 'm' });
+  const a = app.stream('a');
+  const b = app.stream('b');
+  a.merge(b).to('c');
+  const t = app.topology();
+  assert.equal(t.subtopologies.length, 1);
+  assert.deepEqual([...t.subtopologies[0]!.sourceTopics].sort(), ['a', 'b']);
+});
+
+test('app should refuse an invalid id and a duplicate operator name', () => {
+  assert.throws(() => new App({ id: 'has space' }), /App id/);
+  const app = new App({ id: 'x' });
+  const s = app.stream('a').map((v) => v, { name: 'same' });
+  assert.throws(() => s.map((v) => v, { name: 'same' }), /duplicate operator name "same"/);
+});
+
+test('task assignment should balance tasks and keep them with their previous owners', () => {
+  const tasks = ['0_0', '0_1', '0_2', '0_3', '1_0', '1_1', '1_2', '1_3'];
+  const first = assignTasks([{ memberId: 'a', info: { tasks: [] } }], tasks);
+  assert.deepEqual(first.get('a')!.sort(), [...tasks].sort());
+  const two = assignTasks(
+    [
+      { memberId: 'a', info: { tasks } },
+      { memberId: 'b', info: { tasks: [] } },
+    ],
+    tasks,
+  );
+  assert.equal(two.get('a')!.length, 4);
+  assert.equal(two.get('b')!.length, 4);
+  const three = assignTasks(
+    [
+      { memberId: 'a', info: { tasks: two.get('a')! } },
+      { memberId: 'b', info: { tasks: two.get('b')! } },
+      { memberId: 'c', info: { tasks: [] } },
+    ],
+    tasks,
+  );
+  const sizes = ['a', 'b', 'c'].map((m) => three.get(m)!.length).sort();
+  assert.deepEqual(sizes, [2, 3, 3]);
+  for (const m of ['a', 'b']) for (const t of three.get(m)!) assert.ok(two.get(m)!.includes(t), `${t} stayed with ${m}`);
+  const all = ['a', 'b', 'c'].flatMap((m) => three.get(m)!).sort();
+  assert.deepEqual(all, [...tasks].sort(), 'every task assigned once');
+});
