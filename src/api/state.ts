@@ -70,4 +70,9 @@ export type StateHandle<D> = D extends ValueStateDescriptor<infer T>
       ? ListState<T>
       : never;
 
-export type StateHandles<S extends Record<string, StateDescriptor>> = { readonly [N in keyof S]: StateHandle<S[N]> };
+/**
+ * The handles of a processor's state. When the state type could not be inferred (an explicit
+ * output type, `process<Out>(...)`, stops TypeScript from inferring the rest), handles are `any`;
+ * write `process<Out, typeof state>(...)` or leave the output type to inference to get them typed.
+ */
+export type StateHandles<S> = 0 extends 1 & S ? any : { readonly [N in keyof S]: StateHandle<S[N]> };

@@ -142,7 +142,7 @@ export class KeyedStream<K, V> extends Stream<K, V> {
    *   onRecord(r, ctx) { const prev = ctx.state.last.get(); ctx.state.last.set(r.temp); if (prev !== undefined) ctx.emit({ prev, now: r.temp }); },
    * })
    */
-  process<R, S extends Record<string, StateDescriptor> = Record<string, never>>(
+  process<R, S extends Record<string, StateDescriptor> = any>(
     processor: Processor<K, V, R, S>,
     opts?: NamedOptions,
   ): KeyedStream<K, R> {
@@ -152,6 +152,10 @@ export class KeyedStream<K, V> extends Stream<K, V> {
       stateName,
       descriptor: descriptor as StateDescriptor,
     }));
+    if (processor.onTimer) {
+      // Timers are state too: a changelogged store of (domain, time, key) entries.
+      stores.push({ name: `${name}-timers`, stateName: '__timers', descriptor: valueState<number>() });
+    }
     return this.next({ kind: 'process', processor: processor as any, stores }, { name }) as KeyedStream<K, R>;
   }
 

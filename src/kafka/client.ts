@@ -3,6 +3,7 @@ import type { Logger } from '../ops/logger.js';
 import { KafkaAdmin } from './admin.js';
 import { GroupConsumer, type GroupConsumerOptions } from './consumer.js';
 import { kafkaLogCreator, kafkaLogLevelFor } from './log-bridge.js';
+import { PartitionReader } from './partition-reader.js';
 import { PlainProducer, TransactionalProducer } from './producer.js';
 import type { KafkaSettings } from './types.js';
 
@@ -63,6 +64,11 @@ export class KafkaClient {
     });
     await p.connect();
     return new TransactionalProducer(p, transactionalId);
+  }
+
+  /** A reader of single partitions outside any group (changelog restore). Close it after use. */
+  partitionReader(): PartitionReader {
+    return new PartitionReader(this.kafka);
   }
 
   consumer(opts: GroupConsumerOptions): GroupConsumer {

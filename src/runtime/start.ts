@@ -33,7 +33,9 @@ export async function startWorker(
     config,
     logger,
     registry,
-    openState: (task, ctx) => openTaskState(task, { ...ctx, config, appId: app.id }),
+    // The cache bound is the worker's; each task gets its share at the time it opens.
+    openState: (task, ctx) =>
+      openTaskState(task, { ...ctx, config, appId: app.id, cacheBytes: Math.floor(config.state.cacheMaxBytes / Math.max(1, worker.tasks.size)) }),
     onFatal: opts.onFatal,
     httpAddress: () => http?.url,
   });

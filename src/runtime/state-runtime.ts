@@ -1,15 +1,268 @@
+import { join } from 'node:path';
+import type { Serde } from '../api/serdes.js';
 import type { SluiceConfig } from '../config/schema.js';
+import { TaskCorruptedError } from '../errors.js';
 import type { KafkaClient } from '../kafka/client.js';
+import type { WrittenOffsets } from '../kafka/producer.js';
+import type { OutRecord } from '../kafka/types.js';
 import type { Logger } from '../ops/logger.js';
 import type { WorkerMetrics } from '../ops/metrics.js';
+import { type CheckpointMeta, decodeCheckpointMeta, encodeCheckpointMeta } from '../state/checkpoint-meta.js';
+import { RocksStore, type WriteOp } from '../state/rocks-store.js';
+import { WriteBackCache } from '../state/write-back-cache.js';
+import { changelogTopic } from '../topology/build.js';
+import type { GraphNode, StoreSpec } from '../topology/nodes.js';
+import type { Collector } from './collector.js';
+import { createProcessOp, mapStoreSerde } from './keyed-process.js';
+import type { TimerService } from './timers.js';
+import type { Op } from './operators.js';
+import type { MutableRecordContext } from './record-context.js';
 import type { Task } from './task.js';
 import type { TaskState } from './task-state.js';
 
-/** Opens a task's keyed state (none for stateless sub-topologies). */
-export async function openTaskState(
-  task: Task,
-  _ctx: { client: KafkaClient; metrics: WorkerMetrics; logger: Logger; config: Readonly<SluiceConfig>; appId: string },
-): Promise<TaskState | undefined> {
+interface StoreInfo {
+  spec: StoreSpec;
+  changelog: string;
+  serde: Serde<any>;
+}
+
+/**
+ * Rough in-memory size of a decoded value, for the cache's memory bound. It must be cheap (it
+ * runs on every write); it errs high for small values, which is the safe side.
+ */
+export function approxSize(key: Buffer, v: unknown): number {
+  const base = 96 + key.length;
+  if (v === null || v === undefined || typeof v === 'number' || typeof v === 'boolean') return base;
+  if (typeof v === 'string') return base + 2 * v.length;
+  if (v instanceof Map) return base + 96 * v.size;
+  if (Array.isArray(v)) return base + 64 * v.length;
+  return base + 256;
+}
+
+export interface StateContext {
+  client: KafkaClient;
+  metrics: WorkerMetrics;
+  logger: Logger;
+  config: Readonly<SluiceConfig>;
+  appId: string;
+  /** Bytes of cache this task may use (the worker's bound shared out between its tasks). */
+  cacheBytes?: number;
+}
+
+/**
+ * A task's keyed state: RocksDB (one column family per store) behind a write-back cache of
+ * decoded values, with one compacted changelog partition per store as the source of truth.
+ */
+export class RocksTaskState implements TaskState {
+  readonly rocks: RocksStore;
+  readonly cache: WriteBackCache<unknown>;
+  readonly stores: ReadonlyMap<string, StoreInfo>;
+  #meta: CheckpointMeta;
+  #pendingOps: WriteOp[] = [];
+  #pendingStores = new Set<string>();
+  #writes = 0;
+  readonly #ctx: StateContext;
+  readonly #taskId: string;
+
+  constructor(rocks: RocksStore, stores: Map<string, StoreInfo>, meta: CheckpointMeta, ctx: StateContext, taskId: string) {
+    this.rocks = rocks;
+    this.stores = stores;
+    this.#meta = meta;
+    this.#ctx = ctx;
+    this.#taskId = taskId;
+    this.cache = new WriteBackCache<unknown>({
+      maxBytes: ctx.cacheBytes ?? ctx.config.state.cacheMaxBytes,
+      loader: (store, key) => {
+        const raw = rocks.getSync(store, key);
+        if (raw === undefined) return { value: undefined, size: 64 + key.length };
+        const value = stores.get(store)!.serde.deserialize(raw);
+        return { value, size: approxSize(key, value) };
+      },
+    });
+  }
+
+  get dirty(): boolean {
+    return this.#writes > 0;
+  }
+
+  readonly #timers: TimerService[] = [];
+  registerTimers(t: TimerService): void {
+    this.#timers.push(t);
+  }
+
+  /** Fires due timers: event-time ones up to the watermark, processing-time ones up to now. */
+  advanceTime(watermark: number | undefined, now: number): number {
+    let n = 0;
+    for (const t of this.#timers) {
+      if (watermark !== undefined) n += t.fire('event', watermark);
+      n += t.fire('processing', now);
+    }
+    return n;
+  }
+
+  /** Marks a write (the cache tracks which keys; this tracks that there is something to do). */
+  noteWrite(): void {
+    this.#writes++;
+  }
+
+  processOp(node: GraphNode, downstream: Op, rc: MutableRecordContext, _collector: Collector): Op {
+    return createProcessOp(node, downstream, rc, this);
+  }
+
+  writeChangelog(out: Map<string, OutRecord[]>, partition: number): void {
+    if (this.#writes === 0) return;
+    const dirty = this.cache.dirty();
+    const ops: WriteOp[] = new Array(dirty.length);
+    for (let i = 0; i < dirty.length; i++) {
+      const e = dirty[i]!;
+      const info = this.stores.get(e.store)!;
+      const bytes = e.value === undefined ? null : info.serde.serialize(e.value);
+      ops[i] = { store: e.store, key: e.key, value: bytes };
+      let list = out.get(info.changelog);
+      if (!list) out.set(info.changelog, (list = []));
+      list.push({ key: e.key, value: bytes, partition });
+      this.#pendingStores.add(e.store);
+    }
+    this.#pendingOps = ops;
+  }
+
+  async commitLocal(written: WrittenOffsets, inputOffsets: Record<string, string>): Promise<void> {
+    const changelogOffsets = { ...this.#meta.changelogOffsets };
+    for (const store of this.#pendingStores) {
+      const info = this.stores.get(store)!;
+      for (const [tp, last] of written) {
+        if (tp.startsWith(`${info.changelog}:`)) changelogOffsets[store] = (last + 1n).toString();
+      }
+    }
+    const meta: CheckpointMeta = {
+      version: 1,
+      changelogOffsets,
+      inputOffsets: { ...this.#meta.inputOffsets, ...inputOffsets },
+      writtenAt: Date.now(),
+    };
+    this.rocks.writeSync(this.#pendingOps, encodeCheckpointMeta(meta));
+    this.#meta = meta;
+    this.cache.markClean();
+    this.#pendingOps = [];
+    this.#pendingStores.clear();
+    this.#writes = 0;
+    const m = this.#ctx.metrics;
+    m.cacheBytes.set({ app: this.#ctx.appId }, this.cache.bytes);
+  }
+
+  /** Cache counters since the last call, for the worker's metrics. */
+  #lastHits = 0;
+  #lastMisses = 0;
+  flushCacheMetrics(): void {
+    const m = this.#ctx.metrics;
+    m.cacheHits.inc({ app: this.#ctx.appId }, this.cache.hits - this.#lastHits);
+    m.cacheMisses.inc({ app: this.#ctx.appId }, this.cache.misses - this.#lastMisses);
+    this.#lastHits = this.cache.hits;
+    this.#lastMisses = this.cache.misses;
+  }
+
+  async close(): Promise<void> {
+    this.flushCacheMetrics();
+    this.cache.clear();
+    await this.rocks.close();
+  }
+
+  get taskId(): string {
+    return this.#taskId;
+  }
+}
+
+/**
+ * Opens a task's state and brings it up to date with its changelogs: replay each changelog
+ * partition from the offset stored in the meta entry to its end (all of it for a task new to
+ * this folder). A stored offset outside the changelog's range means the changelog was deleted
+ * and recreated (or truncated): the folder is wiped and rebuilt from the changelog.
+ */
+export async function openTaskState(task: Task, ctx: StateContext): Promise<TaskState | undefined> {
   if (task.sub.stores.length === 0) return undefined;
-  throw new Error('keyed state is not available yet');
+  const dir = join(ctx.config.state.dir, ctx.appId, task.id);
+  const stores = new Map<string, StoreInfo>();
+  for (const spec of task.sub.stores) {
+    const d = spec.descriptor;
+    stores.set(spec.name, { spec, changelog: changelogTopic(ctx.appId, spec.name), serde: d.kind === 'map' ? mapStoreSerde(d.serde) : d.serde });
+  }
+  const started = Date.now();
+  const admin = await ctx.client.admin();
+  const ranges = new Map<string, { low: bigint; high: bigint }>();
+  for (const [name, info] of stores) {
+    const p = (await admin.offsets(info.changelog)).find((x) => x.partition === task.partition);
+    if (!p) throw new TaskCorruptedError(task.id, `changelog ${info.changelog} has no partition ${task.partition}`);
+    ranges.set(name, { low: BigInt(p.low), high: BigInt(p.high) });
+  }
+
+  let rocks = await RocksStore.open({ dir, stores: [...stores.keys()], taskId: task.id });
+  let metaBytes = rocks.readMeta();
+  let meta: CheckpointMeta = metaBytes ? decodeCheckpointMeta(metaBytes) : { version: 1, changelogOffsets: {}, inputOffsets: {}, writtenAt: 0 };
+  for (const [name, r] of ranges) {
+    const stored = meta.changelogOffsets[name];
+    if (stored === undefined) continue;
+    const off = BigInt(stored);
+    if (off > r.high || off < r.low) {
+      ctx.logger.warn(
+        { store: name, stored, low: r.low.toString(), high: r.high.toString() },
+        'local state does not match its changelog (deleted and recreated?); wiping it and restoring from the changelog',
+      );
+      ctx.metrics.errors.inc({ app: ctx.appId, kind: 'state_corrupted' });
+      await rocks.close();
+      await RocksStore.destroy(dir);
+      rocks = await RocksStore.open({ dir, stores: [...stores.keys()], taskId: task.id });
+      metaBytes = undefined;
+      meta = { version: 1, changelogOffsets: {}, inputOffsets: {}, writtenAt: 0 };
+      break;
+    }
+  }
+
+  // Replay.
+  const reader = ctx.client.partitionReader();
+  let total = 0;
+  try {
+    let remaining = 0n;
+    for (const [name, r] of ranges) {
+      const from = meta.changelogOffsets[name] !== undefined ? BigInt(meta.changelogOffsets[name]!) : r.low;
+      remaining += r.high - from;
+    }
+    ctx.metrics.restoreRemaining.set({ app: ctx.appId, task: task.id }, Number(remaining));
+    for (const [name, info] of stores) {
+      const r = ranges.get(name)!;
+      const from = meta.changelogOffsets[name] !== undefined ? BigInt(meta.changelogOffsets[name]!) : r.low;
+      if (from >= r.high) {
+        meta.changelogOffsets[name] = r.high.toString();
+        continue;
+      }
+      let n = 0;
+      await reader.read({
+        topic: info.changelog,
+        partition: task.partition,
+        from,
+        to: r.high,
+        onRecords: (records) => {
+          const ops: WriteOp[] = records.map((rec) => ({ store: name, key: rec.key ?? Buffer.alloc(0), value: rec.value }));
+          rocks.writeSync(ops);
+          n += records.length;
+          remaining -= BigInt(records.length);
+          ctx.metrics.restoreRemaining.set({ app: ctx.appId, task: task.id }, Number(remaining > 0n ? remaining : 0n));
+        },
+      });
+      total += n;
+      ctx.metrics.restoreRecords.inc({ app: ctx.appId, store: name }, n);
+      meta.changelogOffsets[name] = r.high.toString();
+    }
+    meta = { ...meta, writtenAt: Date.now() };
+    rocks.writeSync([], encodeCheckpointMeta(meta));
+  } catch (e) {
+    await rocks.close().catch(() => undefined);
+    throw e;
+  } finally {
+    await reader.close().catch(() => undefined);
+  }
+  const seconds = (Date.now() - started) / 1000;
+  ctx.metrics.restoreDuration.observe({ app: ctx.appId }, seconds);
+  ctx.metrics.restoreRemaining.set({ app: ctx.appId, task: task.id }, 0);
+  ctx.logger.info({ restored: total, seconds, stores: [...stores.keys()] }, total > 0 ? 'state restored from changelog' : 'state up to date');
+  return new RocksTaskState(rocks, stores, meta, ctx, task.id);
 }

@@ -17,5 +17,9 @@ export interface TaskState {
   writeChangelog(out: Map<string, OutRecord[]>, partition: number): void;
   /** After the Kafka commit: one atomic RocksDB batch with the dirty keys and the meta entry. */
   commitLocal(written: WrittenOffsets, inputOffsets: Record<string, string>): Promise<void>;
+  /** Fires due timers (event time up to the watermark, processing time up to now). */
+  advanceTime(watermark: number | undefined, now: number): number;
+  /** Pushes cache counters to the metrics. */
+  flushCacheMetrics(): void;
   close(): Promise<void>;
 }

@@ -222,11 +222,38 @@ export class Task {
       if (n > 0) this.#toCommit.set(topic, next);
     }
     this.#dirtyRecords += n;
+    if (n > 0 && this.#store) {
+      this.#maxTs.set(topic, Math.max(this.#maxTs.get(topic) ?? Number.NEGATIVE_INFINITY, Number(records[records.length - 1]!.timestamp), rc.timestamp));
+      this.#advanceTime();
+    }
     if (n > 0) {
       this.#deps.metrics.recordsIn.inc({ app: this.#deps.appId, topic }, n);
       this.#deps.metrics.processingTime.observe({ app: this.#deps.appId }, (performance.now() - started) / 1000);
     }
     return n;
+  }
+
+  /** Event time per input topic (max seen); the watermark is the minimum, less the allowed disorder. */
+  readonly #maxTs = new Map<string, number>();
+  get watermark(): number | undefined {
+    if (this.#maxTs.size < this.sub.sourceTopics.length) return undefined;
+    let min = Number.POSITIVE_INFINITY;
+    for (const v of this.#maxTs.values()) min = Math.min(min, v);
+    return min - this.#deps.config.processing.maxOutOfOrdernessMs;
+  }
+
+  #advanceTime(): void {
+    try {
+      this.#store?.advanceTime(this.watermark, Date.now());
+    } catch (e) {
+      this.#deps.metrics.errors.inc({ app: this.#deps.appId, kind: 'timer' });
+      this.logger.error({ err: e }, 'onTimer threw; the timer is dropped');
+    }
+  }
+
+  /** Periodic work without input: processing-time timers. */
+  tick(): void {
+    if (this.#state === 'running' && !this.#busy) this.#advanceTime();
   }
 
   #deadLetter(topic: string, r: InRecord, err: unknown): void {
@@ -297,6 +324,7 @@ export class Task {
     }
     for (const [topic, l] of changelog) this.#deps.metrics.changelogRecords.inc({ app, store: topic }, l.length);
     this.#deps.metrics.checkpoints.inc({ app });
+    this.#store?.flushCacheMetrics();
     this.#deps.metrics.checkpointDuration.observe({ app }, (performance.now() - started) / 1000);
     this.logger.trace({ outputs: outputCount, offsets }, 'checkpoint');
   }

@@ -279,6 +279,7 @@ export class Worker {
 
   #checkpointDue(): void {
     for (const t of this.#tasks.values()) {
+      t.tick();
       if (t.state === 'running' && t.hasPending && t.checkpointDue) void this.#checkpoint(t);
     }
   }

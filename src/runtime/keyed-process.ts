@@ -1,0 +1,182 @@
+import type { Serde } from '../api/serdes.js';
+import type { ListState, MapState, ValueState } from '../api/state.js';
+import { SluiceError } from '../errors.js';
+import type { GraphNode } from '../topology/nodes.js';
+import type { Op } from './operators.js';
+import type { MutableRecordContext } from './record-context.js';
+import type { RocksTaskState } from './state-runtime.js';
+import { approxSize } from './state-runtime.js';
+import { TimerService } from './timers.js';
+
+/** The key the handles of one process operator are scoped to right now. */
+interface KeyScope {
+  bytes: Buffer;
+}
+
+function valueHandle(store: string, scope: KeyScope, st: RocksTaskState): ValueState<unknown> {
+  const cache = st.cache;
+  return {
+    get: () => cache.get(store, scope.bytes),
+    set(v) {
+      if (v === undefined) throw new SluiceError('SLUICE_OPERATOR', 'valueState.set(undefined): use clear()');
+      cache.set(store, scope.bytes, v, approxSize(scope.bytes, v));
+      st.noteWrite();
+    },
+    clear() {
+      cache.delete(store, scope.bytes);
+      st.noteWrite();
+    },
+  };
+}
+
+function mapHandle(store: string, scope: KeyScope, st: RocksTaskState): MapState<unknown, unknown> {
+  const cache = st.cache;
+  // The cache holds a Map per key; stored as an array of entries (the serde's shape).
+  // The store's serde decodes to a Map (see mapStoreSerde), so the cache holds Maps.
+  const load = (): Map<unknown, unknown> | undefined => cache.get(store, scope.bytes) as Map<unknown, unknown> | undefined;
+  const save = (m: Map<unknown, unknown>) => {
+    if (m.size === 0) cache.delete(store, scope.bytes);
+    else cache.set(store, scope.bytes, m, approxSize(scope.bytes, m));
+    st.noteWrite();
+  };
+  return {
+    get: (k) => load()?.get(k),
+    has: (k) => load()?.has(k) ?? false,
+    set(k, v) {
+      const m = load() ?? new Map();
+      m.set(k, v);
+      save(m);
+    },
+    delete(k) {
+      const m = load();
+      if (m?.delete(k)) save(m);
+    },
+    entries: () => (load() ?? new Map()).entries(),
+    keys: () => (load() ?? new Map()).keys(),
+    get size() {
+      return load()?.size ?? 0;
+    },
+    clear() {
+      cache.delete(store, scope.bytes);
+      st.noteWrite();
+    },
+  };
+}
+
+function listHandle(store: string, scope: KeyScope, st: RocksTaskState): ListState<unknown> {
+  const cache = st.cache;
+  return {
+    get: () => (cache.get(store, scope.bytes) as unknown[] | undefined) ?? [],
+    add(v) {
+      const cur = (cache.get(store, scope.bytes) as unknown[] | undefined) ?? [];
+      const next = cur.length === 0 ? [v] : (cur.push(v), cur);
+      cache.set(store, scope.bytes, next, approxSize(scope.bytes, next));
+      st.noteWrite();
+    },
+    update(values) {
+      if (values.length === 0) cache.delete(store, scope.bytes);
+      else cache.set(store, scope.bytes, [...values], approxSize(scope.bytes, values));
+      st.noteWrite();
+    },
+    clear() {
+      cache.delete(store, scope.bytes);
+      st.noteWrite();
+    },
+  };
+}
+
+/** Serde for map state that turns the cached Map back into the stored array of entries. */
+export function mapStoreSerde(inner: Serde<Array<[unknown, unknown]>>): Serde<unknown> {
+  return {
+    name: `map(${inner.name})`,
+    serialize: (v) => inner.serialize(v instanceof Map ? [...v] : (v as Array<[unknown, unknown]>)),
+    deserialize: (b) => {
+      const arr = inner.deserialize(b);
+      return arr === null ? undefined : new Map(arr);
+    },
+  };
+}
+
+/**
+ * Compiles a `process` node against a task's state: handles scoped to the current key, timers,
+ * and `emit` pushing downstream with the current key.
+ */
+export function createProcessOp(node: GraphNode, downstream: Op, rc: MutableRecordContext, st: RocksTaskState): Op {
+  if (node.spec.kind !== 'process') throw new Error('not a process node');
+  const { processor, stores } = node.spec;
+  const keySerde = node.keySerde;
+  const scope: KeyScope = { bytes: Buffer.alloc(0) };
+  const handles: Record<string, unknown> = {};
+  let timerStore: string | undefined;
+  for (const s of stores) {
+    if (s.stateName === '__timers') {
+      timerStore = s.name;
+      continue;
+    }
+    const d = s.descriptor;
+    handles[s.stateName] = d.kind === 'value' ? valueHandle(s.name, scope, st) : d.kind === 'map' ? mapHandle(s.name, scope, st) : listHandle(s.name, scope, st);
+  }
+  let currentKey: unknown = null;
+  let emitTs: number | undefined;
+  const timers = timerStore ? new TimerService(timerStore, st, scope) : undefined;
+  const noTimers = () => {
+    throw new SluiceError('SLUICE_TOPOLOGY_INVALID', `operator ${node.name} uses timers but has no onTimer`);
+  };
+  const ctx = {
+    get key() {
+      return currentKey;
+    },
+    get topic() {
+      return rc.topic;
+    },
+    get partition() {
+      return rc.partition;
+    },
+    get offset() {
+      return rc.offset;
+    },
+    get timestamp() {
+      return emitTs ?? rc.timestamp;
+    },
+    get headers() {
+      return rc.headers;
+    },
+    domain: 'event' as 'event' | 'processing',
+    state: handles,
+    timers: timers?.api ?? { atEventTime: noTimers, atProcessingTime: noTimers, cancelEventTime: noTimers, cancelProcessingTime: noTimers },
+    emit(value: unknown, opts?: { timestamp?: number }) {
+      const saved = rc.timestamp;
+      if (opts?.timestamp !== undefined) rc.timestamp = opts.timestamp;
+      else if (emitTs !== undefined) rc.timestamp = emitTs;
+      rc.key = currentKey;
+      downstream.push(currentKey, value);
+      rc.timestamp = saved;
+    },
+  };
+  const setKey = (k: unknown) => {
+    currentKey = k;
+    scope.bytes = k === null || k === undefined ? Buffer.alloc(0) : (keySerde.serialize(k) ?? Buffer.alloc(0));
+  };
+  if (timers && processor.onTimer) {
+    const onTimer = processor.onTimer;
+    timers.onFire = (ts, keyBytes, domain) => {
+      currentKey = keyBytes.length === 0 ? null : keySerde.deserialize(keyBytes);
+      scope.bytes = keyBytes;
+      emitTs = ts;
+      ctx.domain = domain;
+      try {
+        onTimer(ts, ctx as any);
+      } finally {
+        emitTs = undefined;
+        ctx.domain = 'event';
+      }
+    };
+    st.registerTimers(timers);
+  }
+  return {
+    push(k, v) {
+      setKey(k);
+      processor.onRecord(v, ctx as any);
+    },
+  };
+}
