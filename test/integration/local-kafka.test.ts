@@ -1,9 +1,16 @@
 import assert from 'node:assert/strict';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import { mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type TestContext, test } from 'node:test';
-import { localKafkaStatus, startLocalKafka, stopLocalKafka } from '../../src/dev/local-kafka.js';
+import { slf4jBindings } from '../../src/dev/kafka-jars.js';
+import {
+  localKafkaStatus,
+  resolveKafka,
+  startLocalKafka,
+  stopLocalKafka,
+} from '../../src/dev/local-kafka.js';
 import { brokerAnswers, probeBroker } from '../../src/kafka/probe.js';
 
 /*
@@ -94,7 +101,8 @@ test(
 test('local kafka should start, answer and stop Kafka 3.9 too', TIMEOUT, async (t) => {
   const dataDir = await ownBroker(t, PORT_39);
   const started = Date.now();
-  const kafka = await startLocalKafka({ version: '3.9', port: PORT_39, dataDir });
+  const log = (msg: string) => t.diagnostic(`+${Date.now() - started} ms ${msg}`);
+  const kafka = await startLocalKafka({ version: '3.9', port: PORT_39, dataDir, log });
   t.diagnostic(`Kafka ${kafka.version} ready in ${Date.now() - started} ms`);
   assert.match(kafka.version, /^3\.9\.\d+$/);
   assert.equal(kafka.alreadyRunning, false);
@@ -115,3 +123,29 @@ test('local kafka should report the log tail when the broker dies during start-u
   });
   assert.equal((await localKafkaStatus({ port: PORT_DOOMED, dataDir })).running, false);
 });
+
+test(
+  'local kafka should fetch jars with Maven once into a fresh cache and reuse them after',
+  TIMEOUT,
+  async (t) => {
+    const cacheDir = await mkdtemp(join(tmpdir(), 'sluice-kafka-cache-'));
+    t.after(() => rm(cacheDir, { recursive: true, force: true }));
+    const started = Date.now();
+    const { version, libsDir } = await resolveKafka({ version: '3.9', cacheDir, env: {} });
+    t.diagnostic(`Kafka ${version} jars resolved in ${Date.now() - started} ms`);
+    const jars = await readdir(libsDir);
+    assert.ok(jars.includes(`kafka_2.13-${version}.jar`));
+    assert.ok(jars.some((j) => j.startsWith(`kafka-tools-${version}`)));
+    assert.deepEqual(slf4jBindings(jars), ['slf4j-reload4j-1.7.36.jar']);
+    assert.ok(existsSync(join(cacheDir, `kafka-${version}`, '.complete')));
+    assert.deepEqual(
+      (await readdir(join(cacheDir, `kafka-${version}`))).filter((f) => f.startsWith('libs.partial')),
+      [],
+    );
+    const noTools = async (): Promise<string | undefined> => assert.fail('a cached version needs no tools');
+    assert.deepEqual(await resolveKafka({ version: '3.9', cacheDir, env: {}, toolProbe: noTools }), {
+      version,
+      libsDir,
+    });
+  },
+);

@@ -54,5 +54,5 @@ test('checkpoint meta should reject invalid entries with a corruption error', ()
       what,
     );
   }
-  assert.throws(() => encodeCheckpointMeta({ ...meta, writtenAt: Number.NaN }), CheckpointMetaError);
+  assert.throws(() => encodeCheckpointMeta({ ...meta, writtenAt: Number.NaN }), TypeError);
 });

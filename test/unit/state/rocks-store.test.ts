@@ -139,7 +139,22 @@ test('rocks store should name the pid of another process holding the folder, the
     return true;
   });
 
+  // RocksDB's own LOCK is the safety net when our lock file misleads (here: it names another host).
+  writeFileSync(
+    join(dir, '.lock'),
+    JSON.stringify({ pid: 1, hostname: 'elsewhere', since: 'x', token: 'y' }),
+  );
+  await assert.rejects(RocksStore.open({ dir, stores: ['a'] }), (err: unknown) => {
+    assert.ok(err instanceof StateLockedError);
+    assert.match(err.message, /RocksDB's LOCK is held by another process/);
+    return true;
+  });
+
   // A crash (no close): the lock file stays behind, naming a dead pid.
+  writeFileSync(
+    join(dir, '.lock'),
+    JSON.stringify({ pid: child.pid, hostname: hostname(), since: 'x', token: 'z' }),
+  );
   const exited = new Promise((resolve) => child.once('exit', resolve));
   child.kill('SIGKILL');
   await exited;

@@ -1,0 +1,127 @@
+import { spawn } from 'node:child_process';
+import { closeSync, openSync, readFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+/** A process started by {@link spawnDetached}. */
+export interface DetachedProcess {
+  pid: number;
+  /** Rejects when the process exits (or cannot be started); never resolves. */
+  exited: Promise<never>;
+  hasExited: () => boolean;
+}
+
+/**
+ * Starts `cmd` in its own process group with stdout and stderr going to `logFile` (truncated) and
+ * no pipes back to us, then lets go of it: it keeps running after this Node process exits.
+ */
+export async function spawnDetached(
+  cmd: string,
+  args: readonly string[],
+  opts: { cwd: string; logFile: string; env: NodeJS.ProcessEnv },
+): Promise<DetachedProcess> {
+  const out = openSync(opts.logFile, 'w');
+  let exitedFlag = false;
+  try {
+    const child = spawn(cmd, args, {
+      cwd: opts.cwd,
+      detached: true,
+      stdio: ['ignore', out, out],
+      env: opts.env,
+    });
+    const exited = new Promise<never>((_, reject) => {
+      child.once('error', (err) => {
+        exitedFlag = true;
+        reject(err);
+      });
+      child.once('exit', (code, signal) => {
+        exitedFlag = true;
+        reject(new Error(`the process exited with ${signal ?? `code ${code}`}`));
+      });
+    });
+    exited.catch(() => {});
+    child.unref();
+    if (child.pid === undefined) await exited;
+    return { pid: child.pid!, exited, hasExited: () => exitedFlag };
+  } finally {
+    closeSync(out);
+  }
+}
+
+/**
+ * Alive and not a zombie. A detached broker whose parent is gone is reparented; in a container
+ * whose init does not reap, it lingers as a zombie that `kill(pid, 0)` still reports alive.
+ */
+export function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const afterName = stat.lastIndexOf(')');
+    return stat.charAt(afterName + 2) !== 'Z';
+  } catch {
+    return true;
+  }
+}
+
+/** The command line of `pid` (arguments joined by spaces), or undefined where /proc is missing. */
+export function commandLine(pid: number): string | undefined {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').join(' ');
+  } catch {
+    return undefined;
+  }
+}
+
+/** Signals the process group of `pid` (all of the broker), falling back to the process alone. */
+export function signalGroup(pid: number, signal: NodeJS.Signals): void {
+  for (const target of [-pid, pid]) {
+    try {
+      process.kill(target, signal);
+      return;
+    } catch {}
+  }
+}
+
+/**
+ * Resolves to true once `pid` has exited, false if it is still alive after `timeoutMs`. A process
+ * that has exited stays in the process table until its parent reaps it; when the parent is us, Node
+ * does that on its event loop, so give it a moment to keep "stopped" meaning "gone" for callers.
+ */
+export async function waitForExit(pid: number, timeoutMs: number): Promise<boolean> {
+  const deadline = Date.now() + timeoutMs;
+  while (isAlive(pid)) {
+    if (Date.now() >= deadline) return false;
+    await sleep(100);
+  }
+  const reaped = Date.now() + REAP_GRACE_MS;
+  while (exists(pid) && Date.now() < reaped) await sleep(10);
+  return true;
+}
+
+/** How long {@link waitForExit} waits for an exited process to be reaped before returning anyway. */
+const REAP_GRACE_MS = 1_000;
+
+function exists(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Whether something listens on 127.0.0.1:`port`. A Java server on an IPv6 dual-stack socket bound to
+ * ::ffff:127.0.0.1 counts: binding the IPv4 address then fails too.
+ */
+export function portInUse(port: number): Promise<boolean> {
+  return new Promise((done) => {
+    const server = createServer();
+    server.once('error', () => done(true));
+    server.listen({ port, host: '127.0.0.1', exclusive: true }, () => server.close(() => done(false)));
+  });
+}

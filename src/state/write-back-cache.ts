@@ -1,0 +1,343 @@
+/**
+ * The write-back cache in front of a task's RocksDB stores, holding decoded values.
+ *
+ * Reads hit the cache, else a synchronous loader (RocksDB `getSync` + decode) fills it clean.
+ * Writes and deletes only mark entries dirty; at a checkpoint the runtime takes {@link dirty},
+ * writes them to the changelogs, commits, writes them to RocksDB in one batch and then calls
+ * {@link markClean}. A failed transaction calls {@link discardDirty}: the uncommitted writes are
+ * forgotten and the next read goes back to RocksDB, which holds the last committed state.
+ *
+ * Memory is bounded by `maxBytes`, counted with the sizes the caller gives. Over the bound, the
+ * least recently used CLEAN entries are evicted; dirty entries stay until they are written, so the
+ * bound can be exceeded by the dirty set of one checkpoint interval.
+ *
+ * Every operation is O(1) (apart from the checkpoint calls, which are O(dirty)). Keys are kept as
+ * latin1 strings (one char per byte, so they compare like the bytes); the only allocation on a
+ * read is that string. Clean entries sit in an intrusive doubly linked list in LRU order; dirty
+ * entries are outside it, so eviction never has to skip them.
+ *
+ * Absent keys are cached too (negative caching), as are deletes (tombstones): `get` returns
+ * `undefined` for both. `V` must therefore not include `undefined`.
+ *
+ * @example
+ * const cache = new WriteBackCache<number>({
+ *   maxBytes: 64 * 1024 * 1024,
+ *   loader: (store, key) => {
+ *     const raw = rocks.getSync(store, key);
+ *     return { value: raw && decode(raw), size: key.length + (raw?.length ?? 0) + 64 };
+ *   },
+ * });
+ * cache.set('counts', key, 3, key.length + 72);
+ * for (const { store, key, value } of cache.dirty()) changelog.send(store, key, value);
+ */
+
+/** What a loader found: the decoded value (`undefined` when absent) and its approximate size. */
+export interface Loaded<V> {
+  value: V | undefined;
+  size: number;
+}
+
+export interface WriteBackCacheOptions<V> {
+  /** Bound on the summed sizes of the entries; dirty entries may exceed it. */
+  maxBytes: number;
+  /** Synchronous read-through on a miss. It may return the same object every time. */
+  loader: (store: string, key: Buffer) => Loaded<V>;
+  /** Batched read-through for {@link WriteBackCache.prefetch} (one RocksDB MultiGet). */
+  loadMany?: (store: string, keys: Buffer[]) => ReadonlyArray<Loaded<V>>;
+}
+
+export interface DirtyEntry<V> {
+  store: string;
+  key: Buffer;
+  /** `undefined` is a tombstone: delete the key. */
+  value: V | undefined;
+}
+
+/** Size charged for a delete when the caller gives none: the key plus this. */
+const TOMBSTONE_OVERHEAD = 48;
+
+class Entry<V> {
+  value: V | undefined;
+  size: number;
+  dirty: boolean;
+  /** Sequence number of the last write, to clean only what a checkpoint captured. */
+  seq: number;
+  prev: Entry<V> | null = null;
+  next: Entry<V> | null = null;
+
+  constructor(
+    readonly store: string,
+    readonly map: Map<string, Entry<V>>,
+    readonly k: string,
+    value: V | undefined,
+    size: number,
+    dirty: boolean,
+    seq: number,
+  ) {
+    this.value = value;
+    this.size = size;
+    this.dirty = dirty;
+    this.seq = seq;
+  }
+}
+
+export class WriteBackCache<V> {
+  private readonly maxBytes: number;
+  private readonly loader: (store: string, key: Buffer) => Loaded<V>;
+  private readonly loadMany: ((store: string, keys: Buffer[]) => ReadonlyArray<Loaded<V>>) | undefined;
+  private readonly stores = new Map<string, Map<string, Entry<V>>>();
+  /** Sentinel of the clean-entry LRU list: `head.next` is the least recently used. */
+  private readonly head: Entry<V>;
+  private dirtyList: Array<Entry<V>> = [];
+  private writeSeq = 0;
+  /** `writeSeq` when {@link dirty} last took its snapshot; -1 when none is pending. */
+  private snapshotSeq = -1;
+
+  private _hits = 0;
+  private _misses = 0;
+  private _evictions = 0;
+  private _bytes = 0;
+  private _entries = 0;
+
+  constructor(opts: WriteBackCacheOptions<V>) {
+    if (!(opts.maxBytes >= 0)) throw new RangeError(`maxBytes must be >= 0, got ${opts.maxBytes}`);
+    this.maxBytes = opts.maxBytes;
+    this.loader = opts.loader;
+    this.loadMany = opts.loadMany;
+    this.head = new Entry<V>('', new Map(), '', undefined, 0, false, 0);
+    this.head.prev = this.head;
+    this.head.next = this.head;
+  }
+
+  /** Reads hit the cache (counting tombstones and cached absences). */
+  get hits(): number {
+    return this._hits;
+  }
+  /** Reads that went to the loader, plus keys loaded by {@link prefetch}. */
+  get misses(): number {
+    return this._misses;
+  }
+  /** Clean entries dropped to stay under `maxBytes`. */
+  get evictions(): number {
+    return this._evictions;
+  }
+  /** Summed sizes of all entries, dirty included. */
+  get bytes(): number {
+    return this._bytes;
+  }
+  get entries(): number {
+    return this._entries;
+  }
+  get dirtyEntries(): number {
+    return this.dirtyList.length;
+  }
+
+  /** The value of `key`, or `undefined` when it is absent or deleted. */
+  get(store: string, key: Buffer): V | undefined {
+    const map = this.storeMap(store);
+    const k = key.toString('latin1');
+    const e = map.get(k);
+    if (e !== undefined) {
+      this._hits++;
+      if (!e.dirty) this.touch(e);
+      return e.value;
+    }
+    this._misses++;
+    const loaded = this.loader(store, key);
+    this.insertClean(store, map, k, loaded.value, loaded.size);
+    this.evict();
+    return loaded.value;
+  }
+
+  /** Whether `key` is cached (without loading or touching it). */
+  has(store: string, key: Buffer): boolean {
+    return this.stores.get(store)?.has(key.toString('latin1')) ?? false;
+  }
+
+  /**
+   * Loads the missing ones among `keys` with one `loadMany` call (e.g. the keys of a polled batch
+   * before processing it), so that the following `get`s hit. Without `loadMany`, does nothing.
+   */
+  prefetch(store: string, keys: readonly Buffer[]): void {
+    if (this.loadMany === undefined || keys.length === 0) return;
+    const map = this.storeMap(store);
+    const missing: Buffer[] = [];
+    const names: string[] = [];
+    const pending = new Set<string>();
+    for (const key of keys) {
+      const k = key.toString('latin1');
+      if (map.has(k) || pending.has(k)) continue;
+      pending.add(k);
+      missing.push(key);
+      names.push(k);
+    }
+    if (missing.length === 0) return;
+    const loaded = this.loadMany(store, missing);
+    this._misses += missing.length;
+    for (let i = 0; i < names.length; i++)
+      this.insertClean(store, map, names[i], loaded[i].value, loaded[i].size);
+    this.evict();
+  }
+
+  /** Sets `key` to `value` (dirty until the next checkpoint). `sizeBytes`: approximate entry size. */
+  set(store: string, key: Buffer, value: V, sizeBytes: number): void {
+    this.write(store, key, value, sizeBytes);
+  }
+
+  /** Deletes `key`: a dirty tombstone, written as a delete at the next checkpoint. */
+  delete(store: string, key: Buffer, sizeBytes = key.length + TOMBSTONE_OVERHEAD): void {
+    this.write(store, key, undefined, sizeBytes);
+  }
+
+  /**
+   * The dirty entries, as a snapshot for a checkpoint. The next {@link markClean} cleans exactly
+   * these, unless written again in between (those stay dirty for the next checkpoint).
+   */
+  dirty(): Array<DirtyEntry<V>> {
+    this.snapshotSeq = this.writeSeq;
+    const out = new Array<DirtyEntry<V>>(this.dirtyList.length);
+    for (let i = 0; i < out.length; i++) {
+      const e = this.dirtyList[i];
+      out[i] = { store: e.store, key: Buffer.from(e.k, 'latin1'), value: e.value };
+    }
+    return out;
+  }
+
+  /** After the RocksDB batch of the last {@link dirty} snapshot succeeded: those entries are clean. */
+  markClean(): void {
+    const upTo = this.snapshotSeq;
+    this.snapshotSeq = -1;
+    let kept = 0;
+    const list = this.dirtyList;
+    for (let i = 0; i < list.length; i++) {
+      const e = list[i];
+      if (e.seq <= upTo) {
+        e.dirty = false;
+        this.linkTail(e);
+      } else {
+        list[kept++] = e;
+      }
+    }
+    list.length = kept;
+    this.evict();
+  }
+
+  /** Forgets every uncommitted write (a failed transaction); later reads reload from RocksDB. */
+  discardDirty(): void {
+    for (const e of this.dirtyList) this.remove(e);
+    this.dirtyList = [];
+    this.snapshotSeq = -1;
+  }
+
+  /** Drops every entry of one store, dirty ones included (its RocksDB data was wiped). */
+  clearStore(store: string): void {
+    const map = this.stores.get(store);
+    if (map === undefined) return;
+    for (const e of map.values()) {
+      if (!e.dirty) this.unlink(e);
+      this._bytes -= e.size;
+      this._entries--;
+    }
+    map.clear();
+    this.dirtyList = this.dirtyList.filter((e) => e.store !== store);
+  }
+
+  /** Drops everything, dirty entries included. Counters other than bytes and entries remain. */
+  clear(): void {
+    for (const map of this.stores.values()) map.clear();
+    this.head.prev = this.head;
+    this.head.next = this.head;
+    this.dirtyList = [];
+    this.snapshotSeq = -1;
+    this._bytes = 0;
+    this._entries = 0;
+  }
+
+  private write(store: string, key: Buffer, value: V | undefined, size: number): void {
+    const map = this.storeMap(store);
+    const k = key.toString('latin1');
+    const seq = ++this.writeSeq;
+    const e = map.get(k);
+    if (e === undefined) {
+      const created = new Entry(store, map, k, value, size, true, seq);
+      map.set(k, created);
+      this.dirtyList.push(created);
+      this._entries++;
+      this._bytes += size;
+    } else {
+      this._bytes += size - e.size;
+      e.value = value;
+      e.size = size;
+      e.seq = seq;
+      if (!e.dirty) {
+        this.unlink(e);
+        e.dirty = true;
+        this.dirtyList.push(e);
+      }
+    }
+    if (this._bytes > this.maxBytes) this.evict();
+  }
+
+  private insertClean(
+    store: string,
+    map: Map<string, Entry<V>>,
+    k: string,
+    value: V | undefined,
+    size: number,
+  ): void {
+    const e = new Entry(store, map, k, value, size, false, 0);
+    map.set(k, e);
+    this.linkTail(e);
+    this._entries++;
+    this._bytes += size;
+  }
+
+  private storeMap(store: string): Map<string, Entry<V>> {
+    let map = this.stores.get(store);
+    if (map === undefined) {
+      map = new Map();
+      this.stores.set(store, map);
+    }
+    return map;
+  }
+
+  private evict(): void {
+    const head = this.head;
+    while (this._bytes > this.maxBytes && head.next !== head) {
+      const e = head.next!;
+      this.remove(e);
+      this._evictions++;
+    }
+  }
+
+  private remove(e: Entry<V>): void {
+    if (!e.dirty) this.unlink(e);
+    e.map.delete(e.k);
+    this._bytes -= e.size;
+    this._entries--;
+  }
+
+  private touch(e: Entry<V>): void {
+    if (this.head.prev === e) return;
+    this.unlink(e);
+    this.linkTail(e);
+  }
+
+  private linkTail(e: Entry<V>): void {
+    const head = this.head;
+    const last = head.prev!;
+    e.prev = last;
+    e.next = head;
+    last.next = e;
+    head.prev = e;
+  }
+
+  private unlink(e: Entry<V>): void {
+    const prev = e.prev;
+    const next = e.next;
+    if (prev !== null) prev.next = next;
+    if (next !== null) next.prev = prev;
+    e.prev = null;
+    e.next = null;
+  }
+}

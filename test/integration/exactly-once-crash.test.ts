@@ -1,0 +1,133 @@
+import assert from 'node:assert/strict';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { createTopics, deleteTopicsMatching, eventually, produce, readAll, uniqueName } from '../helpers/kafka.js';
+import { metricSum, spawnWorker, type WorkerProcess } from '../helpers/workers.js';
+
+/** Deterministic pseudo-random numbers (mulberry32), so a failing run can be replayed. */
+function rng(seed: number) {
+  return () => {
+    seed |= 0;
+    seed = (seed + 0x6d2b79f5) | 0;
+    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+const N = Number(process.env.TEST_CRASH_RECORDS ?? 200_000);
+const KEYS = 500;
+
+interface Out {
+  k: string;
+  sum: number;
+  n: number;
+  seq: number;
+}
+
+async function crashRun(guarantee: 'exactly_once' | 'at_least_once', seed: number) {
+  const random = rng(seed);
+  const id = uniqueName(guarantee === 'exactly_once' ? 't-eos' : 't-alos');
+  const input = `${id}-in`;
+  const output = `${id}-out`;
+  await createTopics([
+    { topic: input, partitions: 4 },
+    { topic: output, partitions: 4 },
+  ]);
+  // Input: key k gets values v; expected prefix sums per key in input order (one input partition
+  // per record key, re-keyed by k through the repartition topic).
+  const values: Array<{ key: string; value: string }> = [];
+  const expected = new Map<string, number[]>();
+  const inputSeqs: number[] = [];
+  for (let i = 0; i < N; i++) {
+    const k = `k${Math.floor(random() * KEYS)}`;
+    const v = 1 + Math.floor(random() * 9);
+    values.push({ key: k, value: JSON.stringify({ k, v, seq: i }) });
+    inputSeqs.push(i);
+    const l = expected.get(k) ?? [];
+    l.push((l[l.length - 1] ?? 0) + v);
+    expected.set(k, l);
+  }
+  const env = { TEST_APP_ID: id, TEST_INPUT: input, TEST_OUTPUT: output };
+  const args = ['--processing.guarantee', guarantee, '--log-level', 'warn'];
+  const slots = [0, 1, 2].map((i) => ({ name: `w${i}`, stateDir: mkdtempSync(join(tmpdir(), `sluice-${i}-`)) }));
+  const workers: Array<WorkerProcess | undefined> = slots.map((s) => spawnWorker('running-sum', { ...s, env, args }));
+  const cleanup = async () => {
+    await Promise.all(workers.map((w) => w?.kill('SIGKILL')));
+    await deleteTopicsMatching(id);
+  };
+  try {
+    // Produce in slices while killing workers at random moments.
+    const slices = 10;
+    const per = Math.ceil(N / slices);
+    let kills = 0;
+    for (let s = 0; s < slices; s++) {
+      await produce(input, values.slice(s * per, (s + 1) * per));
+      await new Promise((r) => setTimeout(r, 500 + random() * 1500));
+      if (s % 2 === 1 || s === slices - 1) {
+        const victim = Math.floor(random() * workers.length);
+        await workers[victim]!.kill('SIGKILL');
+        kills++;
+        await new Promise((r) => setTimeout(r, random() * 1000));
+        workers[victim] = spawnWorker('running-sum', { ...slots[victim]!, env, args });
+      }
+    }
+    assert.ok(kills >= 5, 'several SIGKILLs');
+    // Wait for the output to hold every update (EOS: exactly N; ALOS: at least N).
+    const out = await readAll(output, { expected: N, timeoutMs: Number(process.env.TEST_CRASH_WAIT_MS ?? 240_000), settleMs: 4000 });
+    if (out.length < N || process.env.TEST_DEBUG) {
+      for (const w of workers) console.error(`--- ${w?.name} ---\n${w?.logs.slice(-40).join('\n')}`);
+    }
+    return { out, expected, inputSeqs, workers };
+  } finally {
+    await cleanup();
+  }
+}
+
+test('exactly-once should survive repeated SIGKILLs of 3 workers: every running sum once, in order, exact', { timeout: 480_000 }, async () => {
+  const { out, expected } = await crashRun('exactly_once', 42);
+  assert.equal(out.length, N, `output count (got ${out.length}, want ${N})`);
+  const got = new Map<string, Out[]>();
+  // Output partitions are by key, and offsets order them: group by key in offset order.
+  out.sort((a, b) => a.partition - b.partition || Number(BigInt(a.offset) - BigInt(b.offset)));
+  for (const r of out) {
+    const v = JSON.parse(r.value!) as Out;
+    const l = got.get(v.k) ?? [];
+    l.push(v);
+    got.set(v.k, l);
+  }
+  assert.equal(got.size, expected.size);
+  for (const [k, sums] of expected) {
+    const g = got.get(k) ?? [];
+    assert.deepEqual(
+      g.map((x) => x.sum),
+      sums,
+      `key ${k}: every intermediate sum exactly once, in order`,
+    );
+    assert.deepEqual(
+      g.map((x) => x.n),
+      sums.map((_, i) => i + 1),
+    );
+  }
+});
+
+test('at-least-once should survive repeated SIGKILLs without losing an update', { timeout: 480_000 }, async () => {
+  const { out, inputSeqs, expected } = await crashRun('at_least_once', 7);
+  const seen = new Set<number>();
+  for (const r of out) seen.add((JSON.parse(r.value!) as Out).seq);
+  const missing = inputSeqs.filter((s) => !seen.has(s));
+  assert.equal(missing.length, 0, `lost updates: ${missing.slice(0, 10).join(', ')}`);
+  assert.ok(out.length >= N);
+  // Every key's last output has counted at least all of its records.
+  const lastN = new Map<string, number>();
+  for (const r of out) {
+    const v = JSON.parse(r.value!) as Out;
+    lastN.set(v.k, Math.max(lastN.get(v.k) ?? 0, v.n));
+  }
+  for (const [k, sums] of expected) assert.ok((lastN.get(k) ?? 0) >= sums.length, `key ${k} counted every record`);
+});
+
+void eventually;
+void metricSum;
