@@ -45,7 +45,10 @@ export class ConfigError extends SluiceError {
   readonly problems: readonly ConfigProblem[];
   constructor(problems: ConfigProblem[], source = 'configuration') {
     const lines = problems.map((p) => `  - ${p.path}: ${p.message}`).join('\n');
-    super('SLUICE_CONFIG_INVALID', `Invalid ${source} (${problems.length} problem${problems.length === 1 ? '' : 's'}):\n${lines}`);
+    super(
+      'SLUICE_CONFIG_INVALID',
+      `Invalid ${source} (${problems.length} problem${problems.length === 1 ? '' : 's'}):\n${lines}`,
+    );
     this.problems = problems;
   }
 }
@@ -88,9 +91,13 @@ export class SerdeError extends SluiceError {
 export class OperatorError extends SluiceError {
   readonly operator: string;
   constructor(operator: string, cause: unknown) {
-    super('SLUICE_OPERATOR', `operator ${operator} failed: ${cause instanceof Error ? cause.message : String(cause)}`, {
-      cause,
-    });
+    super(
+      'SLUICE_OPERATOR',
+      `operator ${operator} failed: ${cause instanceof Error ? cause.message : String(cause)}`,
+      {
+        cause,
+      },
+    );
     this.operator = operator;
   }
 }

@@ -7,7 +7,7 @@
  * export default app;
  */
 export { App, type AppOptions } from './api/app.js';
-export type { Processor, ProcessContext, RecordContext, TimerContext, Timers } from './api/context.js';
+export type { ProcessContext, Processor, RecordContext, TimerContext, Timers } from './api/context.js';
 export { bytes, json, number, type Serde, type Serdes, string } from './api/serdes.js';
 export {
   type ListState,
@@ -19,7 +19,15 @@ export {
   valueState,
 } from './api/state.js';
 export { KeyedStream, type NamedOptions, Stream } from './api/stream.js';
-export { ConfigError, type ConfigProblem, ERROR_CODES, type ErrorCode, SluiceError, TaskCorruptedError, TaskMigratedError } from './errors.js';
 export { loadConfig } from './config/load.js';
 export type { SluiceConfig, SluiceConfigInput } from './config/schema.js';
-export { startWorker, type RunningWorker } from './runtime/start.js';
+export {
+  ConfigError,
+  type ConfigProblem,
+  ERROR_CODES,
+  type ErrorCode,
+  SluiceError,
+  TaskCorruptedError,
+  TaskMigratedError,
+} from './errors.js';
+export { type RunningWorker, startWorker } from './runtime/start.js';

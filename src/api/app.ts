@@ -2,7 +2,7 @@ import { TopologyError } from '../errors.js';
 import { buildTopology, type Topology } from '../topology/build.js';
 import { GraphBuilder } from '../topology/nodes.js';
 import { bytes, type Serdes, string } from './serdes.js';
-import { KeyedStream, Stream } from './stream.js';
+import { type KeyedStream, Stream } from './stream.js';
 
 export interface AppOptions {
   /** The application id: the consumer group id and the prefix of every internal topic. */
@@ -25,7 +25,9 @@ export class App {
 
   constructor(opts: AppOptions) {
     if (!opts || typeof opts.id !== 'string' || !/^[A-Za-z0-9._-]{1,200}$/.test(opts.id)) {
-      throw new TopologyError(`App id must be 1-200 letters, digits, '.', '_' or '-'; got ${JSON.stringify(opts?.id)}`);
+      throw new TopologyError(
+        `App id must be 1-200 letters, digits, '.', '_' or '-'; got ${JSON.stringify(opts?.id)}`,
+      );
     }
     this.id = opts.id;
   }
@@ -35,10 +37,15 @@ export class App {
     if (this.#topology) throw new TopologyError('the topology is already built; add streams before starting');
     const key = serdes.key ?? string();
     const value = serdes.value ?? bytes();
-    const node = this.graph.add('source', { kind: 'source', topics: [topic], key, value, internal: false }, [], {
-      keySerde: key,
-      keyed: false,
-    });
+    const node = this.graph.add(
+      'source',
+      { kind: 'source', topics: [topic], key, value, internal: false },
+      [],
+      {
+        keySerde: key,
+        keyed: false,
+      },
+    );
     return new Stream<K, V>({ id: this.id, graph: this.graph }, node);
   }
 
@@ -55,5 +62,11 @@ export class App {
 }
 
 export function isApp(x: unknown): x is App {
-  return x instanceof App || (typeof x === 'object' && x !== null && typeof (x as App).topology === 'function' && typeof (x as App).id === 'string');
+  return (
+    x instanceof App ||
+    (typeof x === 'object' &&
+      x !== null &&
+      typeof (x as App).topology === 'function' &&
+      typeof (x as App).id === 'string')
+  );
 }

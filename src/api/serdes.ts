@@ -58,7 +58,8 @@ export function number(): Serde<number> {
       if (b === null) return null as unknown as number;
       const text = s.deserialize(b);
       const n = Number(text);
-      if (text.trim() === '' || Number.isNaN(n)) throw new SerdeError(`not a number: ${JSON.stringify(text.slice(0, 40))}`);
+      if (text.trim() === '' || Number.isNaN(n))
+        throw new SerdeError(`not a number: ${JSON.stringify(text.slice(0, 40))}`);
       return n;
     },
   };

@@ -5,7 +5,10 @@ import { json, type Serde } from './serdes.js';
  * column family with a compacted changelog topic `<appId>-<store>-changelog`), and the handle the
  * operator sees is scoped to the key of the record being processed, as in Flink.
  */
-export type StateDescriptor = ValueStateDescriptor<any> | MapStateDescriptor<any, any> | ListStateDescriptor<any>;
+export type StateDescriptor =
+  | ValueStateDescriptor<any>
+  | MapStateDescriptor<any, any>
+  | ListStateDescriptor<any>;
 
 export interface ValueStateDescriptor<T> {
   readonly kind: 'value';
@@ -28,7 +31,9 @@ export function valueState<T>(serde: Serde<T> = json<T>()): ValueStateDescriptor
   return { kind: 'value', serde };
 }
 /** A map per key. @example state: { seen: mapState<string, number>() } */
-export function mapState<K, V>(serde: Serde<Array<[K, V]>> = json<Array<[K, V]>>()): MapStateDescriptor<K, V> {
+export function mapState<K, V>(
+  serde: Serde<Array<[K, V]>> = json<Array<[K, V]>>(),
+): MapStateDescriptor<K, V> {
   return { kind: 'map', serde };
 }
 /** A list per key. @example state: { recent: listState<Reading>() } */
@@ -62,13 +67,14 @@ export interface ListState<T> {
   clear(): void;
 }
 
-export type StateHandle<D> = D extends ValueStateDescriptor<infer T>
-  ? ValueState<T>
-  : D extends MapStateDescriptor<infer K, infer V>
-    ? MapState<K, V>
-    : D extends ListStateDescriptor<infer T>
-      ? ListState<T>
-      : never;
+export type StateHandle<D> =
+  D extends ValueStateDescriptor<infer T>
+    ? ValueState<T>
+    : D extends MapStateDescriptor<infer K, infer V>
+      ? MapState<K, V>
+      : D extends ListStateDescriptor<infer T>
+        ? ListState<T>
+        : never;
 
 /**
  * The handles of a processor's state. When the state type could not be inferred (an explicit

@@ -1,6 +1,6 @@
 import { TopologyError } from '../errors.js';
-import type { GraphBuilder, GraphNode, StoreSpec } from '../topology/nodes.js';
 import { repartitionTopic } from '../topology/build.js';
+import type { GraphBuilder, GraphNode, StoreSpec } from '../topology/nodes.js';
 import type { Processor, RecordContext } from './context.js';
 import { json, type Serde, type Serdes, string } from './serdes.js';
 import { type StateDescriptor, valueState } from './state.js';
@@ -30,17 +30,25 @@ export class Stream<K, V> {
     this.node = node;
   }
 
-  protected next<K2, V2>(spec: GraphNode['spec'], opts: { name?: string | undefined; keySerde?: Serde<any>; keyed?: boolean } = {}): Stream<K2, V2> {
+  protected next<K2, V2>(
+    spec: GraphNode['spec'],
+    opts: { name?: string | undefined; keySerde?: Serde<any>; keyed?: boolean } = {},
+  ): Stream<K2, V2> {
     const node = this.app.graph.add(spec.kind, spec, [this.node], {
       name: opts.name,
       keySerde: opts.keySerde ?? this.node.keySerde,
       keyed: opts.keyed ?? this.node.keyed,
     });
-    return (this.node.keyed && (opts.keyed ?? true) ? new KeyedStream<K2, V2>(this.app, node) : new Stream<K2, V2>(this.app, node));
+    return this.node.keyed && (opts.keyed ?? true)
+      ? new KeyedStream<K2, V2>(this.app, node)
+      : new Stream<K2, V2>(this.app, node);
   }
 
   /** Transforms each value; the key stays. */
-  map<R>(fn: (value: V, ctx: RecordContext<K>) => R, opts?: NamedOptions): this extends KeyedStream<K, V> ? KeyedStream<K, R> : Stream<K, R> {
+  map<R>(
+    fn: (value: V, ctx: RecordContext<K>) => R,
+    opts?: NamedOptions,
+  ): this extends KeyedStream<K, V> ? KeyedStream<K, R> : Stream<K, R> {
     return this.next({ kind: 'map', fn }, { name: opts?.name }) as any;
   }
 
@@ -50,7 +58,10 @@ export class Stream<K, V> {
   }
 
   /** Zero, one or many values per record, each with the record's key. */
-  flatMap<R>(fn: (value: V, ctx: RecordContext<K>) => Iterable<R>, opts?: NamedOptions): this extends KeyedStream<K, V> ? KeyedStream<K, R> : Stream<K, R> {
+  flatMap<R>(
+    fn: (value: V, ctx: RecordContext<K>) => Iterable<R>,
+    opts?: NamedOptions,
+  ): this extends KeyedStream<K, V> ? KeyedStream<K, R> : Stream<K, R> {
     return this.next({ kind: 'flatMap', fn }, { name: opts?.name }) as any;
   }
 
@@ -63,7 +74,10 @@ export class Stream<K, V> {
   merge(...others: Stream<K, V>[]): Stream<K, V> {
     const parents = [this.node, ...others.map((o) => o.node)];
     const keyed = parents.every((p) => p.keyed);
-    const node = this.app.graph.add('merge', { kind: 'merge' }, parents, { keySerde: this.node.keySerde, keyed });
+    const node = this.app.graph.add('merge', { kind: 'merge' }, parents, {
+      keySerde: this.node.keySerde,
+      keyed,
+    });
     return keyed ? new KeyedStream<K, V>(this.app, node) : new Stream<K, V>(this.app, node);
   }
 
@@ -95,11 +109,16 @@ export class Stream<K, V> {
       keySerde,
       keyed: false,
     });
-    this.app.graph.add('sink', { kind: 'sink', topic, key: keySerde, value: valueSerde, internal: true }, [select], {
-      name: `${base}-sink`,
-      keySerde,
-      keyed: false,
-    });
+    this.app.graph.add(
+      'sink',
+      { kind: 'sink', topic, key: keySerde, value: valueSerde, internal: true },
+      [select],
+      {
+        name: `${base}-sink`,
+        keySerde,
+        keyed: false,
+      },
+    );
     const source = this.app.graph.add(
       'source',
       { kind: 'source', topics: [topic], key: keySerde, value: valueSerde, internal: true },
@@ -114,7 +133,10 @@ export class Stream<K, V> {
    * keyed by a Java or kafkajs producer), so keyed state may be used without a repartition.
    */
   byKey(): KeyedStream<K, V> {
-    const node = this.app.graph.add('merge', { kind: 'merge' }, [this.node], { keySerde: this.node.keySerde, keyed: true });
+    const node = this.app.graph.add('merge', { kind: 'merge' }, [this.node], {
+      keySerde: this.node.keySerde,
+      keyed: true,
+    });
     return new KeyedStream<K, V>(this.app, node);
   }
 
@@ -123,7 +145,13 @@ export class Stream<K, V> {
     if (!topic || /\s/.test(topic)) throw new TopologyError(`invalid topic name ${JSON.stringify(topic)}`);
     this.app.graph.add(
       'sink',
-      { kind: 'sink', topic, key: serdes.key ?? this.node.keySerde, value: serdes.value ?? json<V>(), internal: false },
+      {
+        kind: 'sink',
+        topic,
+        key: serdes.key ?? this.node.keySerde,
+        value: serdes.value ?? json<V>(),
+        internal: false,
+      },
       [this.node],
       { name: opts?.name, keySerde: this.node.keySerde, keyed: false },
     );
@@ -160,11 +188,18 @@ export class KeyedStream<K, V> extends Stream<K, V> {
   }
 
   /** A running reduction per key; emits the new value for every record. */
-  reduce(fn: (acc: V, value: V, ctx: RecordContext<K>) => V, opts?: NamedOptions & { serde?: Serde<V> }): KeyedStream<K, V> {
-    return this.aggregate<V>(() => undefined as unknown as V, (acc, v, ctx) => (acc === undefined ? v : fn(acc, v, ctx)), {
-      name: opts?.name ?? `reduce-${this.app.graph.nodes.length}`,
-      serde: opts?.serde,
-    });
+  reduce(
+    fn: (acc: V, value: V, ctx: RecordContext<K>) => V,
+    opts?: NamedOptions & { serde?: Serde<V> },
+  ): KeyedStream<K, V> {
+    return this.aggregate<V>(
+      () => undefined as unknown as V,
+      (acc, v, ctx) => (acc === undefined ? v : fn(acc, v, ctx)),
+      {
+        name: opts?.name ?? `reduce-${this.app.graph.nodes.length}`,
+        serde: opts?.serde,
+      },
+    );
   }
 
   /** A running aggregate per key, from `init()`; emits the new aggregate for every record. */
@@ -189,6 +224,10 @@ export class KeyedStream<K, V> extends Stream<K, V> {
 
   /** A running count per key; emits the new count for every record. */
   count(opts?: NamedOptions): KeyedStream<K, number> {
-    return this.aggregate<number>(() => 0, (n) => n + 1, { name: opts?.name ?? `count-${this.app.graph.nodes.length}` });
+    return this.aggregate<number>(
+      () => 0,
+      (n) => n + 1,
+      { name: opts?.name ?? `count-${this.app.graph.nodes.length}` },
+    );
   }
 }

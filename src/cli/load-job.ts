@@ -19,11 +19,16 @@ export async function loadJob(file: string): Promise<App> {
   try {
     mod = await import(pathToFileURL(path).href);
   } catch (e) {
-    throw new SluiceError('SLUICE_JOB_INVALID', `cannot load job ${path}: ${(e as Error).message}`, { cause: e });
+    throw new SluiceError('SLUICE_JOB_INVALID', `cannot load job ${path}: ${(e as Error).message}`, {
+      cause: e,
+    });
   }
   const app = mod.default ?? mod.app;
   if (!isApp(app)) {
-    throw new SluiceError('SLUICE_JOB_INVALID', `job ${path} must export an App as its default export (export default app)`);
+    throw new SluiceError(
+      'SLUICE_JOB_INVALID',
+      `job ${path} must export an App as its default export (export default app)`,
+    );
   }
   return app;
 }

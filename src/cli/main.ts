@@ -1,7 +1,7 @@
 import { ConfigError, SluiceError } from '../errors.js';
 import { kafkaCommand } from './kafka-command.js';
-import { devCommand, runCommand, topologyCommand } from './run-command.js';
 import { resetCommand } from './reset-command.js';
+import { devCommand, runCommand, topologyCommand } from './run-command.js';
 
 const USAGE = `sluice — stream processing on Kafka for TypeScript
 

@@ -48,11 +48,16 @@ export async function runCommand(argv: string[]): Promise<number> {
 /** `sluice dev`: like run, but starts (or reuses) the local Kafka when no cluster is configured. */
 export async function devCommand(argv: string[]): Promise<number> {
   const args = parseArgs(argv);
-  const configured = process.env.KAFKA_BROKERS || process.env.SLUICE_KAFKA_BROKERS || args.settings.some(([p]) => p === 'kafka.brokers');
+  const configured =
+    process.env.KAFKA_BROKERS ||
+    process.env.SLUICE_KAFKA_BROKERS ||
+    args.settings.some(([p]) => p === 'kafka.brokers');
   const env = { ...process.env };
   if (!configured) {
     const k = await startLocalKafka({ log: (m) => process.stderr.write(`${m}\n`) });
-    process.stderr.write(`local Kafka ${k.version} at ${k.brokers.join(',')} (log ${k.logFile}); stop it with: sluice kafka stop\n`);
+    process.stderr.write(
+      `local Kafka ${k.version} at ${k.brokers.join(',')} (log ${k.logFile}); stop it with: sluice kafka stop\n`,
+    );
     env.KAFKA_BROKERS = k.brokers.join(',');
   }
   const config = loadConfig({ file: args.configFile, flags: args.settings, env });
@@ -64,7 +69,11 @@ export async function topologyCommand(argv: string[]): Promise<number> {
   const app = await loadJob(jobArg(args.positionals, 'topology'));
   const t = app.topology();
   process.stdout.write(`${t.describe()}\n`);
-  if (t.repartitionTopics.size > 0) process.stdout.write(`Repartition topics: ${[...t.repartitionTopics.keys()].join(', ')}\n`);
-  if (t.stores.length > 0) process.stdout.write(`Stores: ${t.stores.map((s) => `${s.name} (changelog ${s.changelog})`).join(', ')}\n`);
+  if (t.repartitionTopics.size > 0)
+    process.stdout.write(`Repartition topics: ${[...t.repartitionTopics.keys()].join(', ')}\n`);
+  if (t.stores.length > 0)
+    process.stdout.write(
+      `Stores: ${t.stores.map((s) => `${s.name} (changelog ${s.changelog})`).join(', ')}\n`,
+    );
   return 0;
 }

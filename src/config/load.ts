@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
-import { type ConfigProblem, ConfigError } from '../errors.js';
+import { ConfigError, type ConfigProblem } from '../errors.js';
 import {
   configLeaves,
   configSchema,
@@ -11,7 +11,7 @@ import {
 } from './schema.js';
 
 /** Env variables that start with SLUICE_ but are not config keys (read by other parts). */
-const RESERVED_ENV = new Set(['SLUICE_KAFKA_VERSION', 'SLUICE_CONFIG']);
+const RESERVED_ENV = new Set(['SLUICE_KAFKA_VERSION', 'SLUICE_CONFIG', 'SLUICE_TEST_KAFKA_PORT_BASE']);
 
 export interface LoadConfigOptions {
   /** Path of a YAML (or JSON) file; `SLUICE_CONFIG` is used when absent. */
@@ -62,7 +62,14 @@ function setPath(target: Record<string, any>, path: readonly string[], value: un
 function deepMerge(base: Record<string, any>, over: Record<string, any>): Record<string, any> {
   const out: Record<string, any> = { ...base };
   for (const [k, v] of Object.entries(over)) {
-    if (v && typeof v === 'object' && !Array.isArray(v) && out[k] && typeof out[k] === 'object' && !Array.isArray(out[k])) {
+    if (
+      v &&
+      typeof v === 'object' &&
+      !Array.isArray(v) &&
+      out[k] &&
+      typeof out[k] === 'object' &&
+      !Array.isArray(out[k])
+    ) {
       out[k] = deepMerge(out[k], v);
     } else {
       out[k] = v;
@@ -145,7 +152,8 @@ export function loadConfig(opts: LoadConfigOptions = {}): Readonly<SluiceConfig>
     for (const issue of result.error.issues) {
       const base = issue.path.map(String).join('.');
       if (issue.code === 'unrecognized_keys') {
-        for (const k of issue.keys) problems.push({ path: base ? `${base}.${k}` : k, message: 'unknown key' });
+        for (const k of issue.keys)
+          problems.push({ path: base ? `${base}.${k}` : k, message: 'unknown key' });
       } else {
         problems.push({ path: base || '(root)', message: issue.message });
       }

@@ -9,7 +9,10 @@ import { z } from 'zod';
 const kafka = z
   .object({
     /** Bootstrap brokers. `KAFKA_BROKERS` (comma-separated) is honoured as well. */
-    brokers: z.array(z.string().regex(/^[^\s:]+:\d+$/, 'expected host:port')).min(1).default(['127.0.0.1:9092']),
+    brokers: z
+      .array(z.string().regex(/^[^\s:]+:\d+$/, 'expected host:port'))
+      .min(1)
+      .default(['127.0.0.1:9092']),
     clientId: z.string().min(1).default('sluice'),
     /** How long a request may take before kafkajs retries it. */
     requestTimeoutMs: z.number().int().min(1000).max(300_000).default(30_000),
@@ -32,7 +35,12 @@ const processing = z
     /** Partitions processed concurrently by one worker (kafkajs partitionsConsumedConcurrently). */
     concurrency: z.number().int().min(1).max(256).default(8),
     /** Records read per partition per fetch, at most (bytes). */
-    maxBytesPerPartition: z.number().int().min(1024).max(64 * 1024 * 1024).default(1024 * 1024),
+    maxBytesPerPartition: z
+      .number()
+      .int()
+      .min(1024)
+      .max(64 * 1024 * 1024)
+      .default(1024 * 1024),
     /** Where records nobody can read or process go: `dlq` (default), `skip` (count and drop) or `fail`. */
     errorPolicy: z.enum(['dlq', 'skip', 'fail']).default('dlq'),
     /** Event time: allowed out-of-orderness subtracted from the max event time seen. */
@@ -92,7 +100,10 @@ export interface Leaf {
 
 function unwrap(t: z.ZodType): z.ZodType {
   let cur: any = t;
-  while (cur?.def && (cur.def.type === 'default' || cur.def.type === 'optional' || cur.def.type === 'prefault')) {
+  while (
+    cur?.def &&
+    (cur.def.type === 'default' || cur.def.type === 'optional' || cur.def.type === 'prefault')
+  ) {
     cur = cur.def.innerType;
   }
   return cur;
@@ -101,7 +112,8 @@ function unwrap(t: z.ZodType): z.ZodType {
 function leavesOf(t: z.ZodType, prefix: string[], out: Leaf[]): Leaf[] {
   const u: any = unwrap(t);
   if (u.def.type === 'object') {
-    for (const [k, v] of Object.entries(u.shape as Record<string, z.ZodType>)) leavesOf(v, [...prefix, k], out);
+    for (const [k, v] of Object.entries(u.shape as Record<string, z.ZodType>))
+      leavesOf(v, [...prefix, k], out);
     return out;
   }
   const kind: LeafKind =

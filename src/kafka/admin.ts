@@ -60,14 +60,21 @@ export class KafkaAdmin {
   /** The group's committed offsets (`-1` where none). */
   async committedOffsets(groupId: string, topics: readonly string[]): Promise<TopicPartitionOffset[]> {
     const r = await this.#admin.fetchOffsets({ groupId, topics: [...topics] });
-    return r.flatMap((t) => t.partitions.map((p) => ({ topic: t.topic, partition: p.partition, offset: p.offset })));
+    return r.flatMap((t) =>
+      t.partitions.map((p) => ({ topic: t.topic, partition: p.partition, offset: p.offset })),
+    );
   }
 
   async deleteGroup(groupId: string): Promise<void> {
     try {
       await this.#admin.deleteGroups([groupId]);
     } catch (e) {
-      if (!/does not exist|GROUP_ID_NOT_FOUND|not found/i.test(JSON.stringify((e as any).groups ?? (e as Error).message))) throw e;
+      if (
+        !/does not exist|GROUP_ID_NOT_FOUND|not found/i.test(
+          JSON.stringify((e as any).groups ?? (e as Error).message),
+        )
+      )
+        throw e;
     }
   }
 

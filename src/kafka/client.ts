@@ -45,7 +45,11 @@ export class KafkaClient {
   }
 
   async plainProducer(): Promise<PlainProducer> {
-    const p: Producer = this.kafka.producer({ idempotent: true, maxInFlightRequests: 5, allowAutoTopicCreation: false });
+    const p: Producer = this.kafka.producer({
+      idempotent: true,
+      maxInFlightRequests: 5,
+      allowAutoTopicCreation: false,
+    });
     await p.connect();
     return new PlainProducer(p);
   }

@@ -13,7 +13,8 @@ export function kafkaLogCreator(logger: Logger): logCreator {
       const { message, timestamp: _t, logger: _l, ...extra } = log as Record<string, any>;
       // Our idempotent producers retry a bounded number of times on purpose: a task whose send
       // fails is rebuilt from its last checkpoint, which keeps exactly-once without endless retry.
-      if (typeof message === 'string' && message.startsWith('Limiting retries for the idempotent producer')) return;
+      if (typeof message === 'string' && message.startsWith('Limiting retries for the idempotent producer'))
+        return;
       switch (level) {
         case kafkaLogLevel.ERROR:
         case kafkaLogLevel.WARN:

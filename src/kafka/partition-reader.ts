@@ -18,7 +18,9 @@ const Batch = require('kafkajs/src/consumer/batch') as new (
 
 const READ_COMMITTED = 1;
 const CREATE_CLUSTER = (kafka: Kafka) => {
-  const sym = Object.getOwnPropertySymbols(kafka).find((s) => s.description === 'private:Kafka:createCluster');
+  const sym = Object.getOwnPropertySymbols(kafka).find(
+    (s) => s.description === 'private:Kafka:createCluster',
+  );
   if (!sym) throw new Error('kafkajs internals changed: cannot create a cluster for the partition reader');
   return (kafka as any)[sym]({ isolationLevel: READ_COMMITTED, allowAutoTopicCreation: false });
 };
@@ -62,7 +64,10 @@ export class PartitionReader {
     let emptyRounds = 0;
     while (offset < o.to) {
       if (o.signal?.aborted) throw new Error('restore aborted');
-      const leaders = this.#cluster.findLeaderForPartitions(o.topic, [o.partition]) as Record<string, number[]>;
+      const leaders = this.#cluster.findLeaderForPartitions(o.topic, [o.partition]) as Record<
+        string,
+        number[]
+      >;
       const nodeId = Object.keys(leaders)[0];
       if (nodeId === undefined) {
         await this.#cluster.refreshMetadata();
@@ -75,11 +80,23 @@ export class PartitionReader {
         maxWaitTime: 200,
         minBytes: 1,
         maxBytes: o.maxBytes ?? 16 * 1024 * 1024,
-        topics: [{ topic: o.topic, partitions: [{ partition: o.partition, fetchOffset: offset.toString(), maxBytes: o.maxBytes ?? 8 * 1024 * 1024 }] }],
+        topics: [
+          {
+            topic: o.topic,
+            partitions: [
+              {
+                partition: o.partition,
+                fetchOffset: offset.toString(),
+                maxBytes: o.maxBytes ?? 8 * 1024 * 1024,
+              },
+            ],
+          },
+        ],
       });
       const pd = response.responses?.[0]?.partitions?.[0];
       if (!pd) throw new Error(`no fetch answer for ${o.topic}/${o.partition}`);
-      if (pd.errorCode && pd.errorCode !== 0) throw new Error(`fetch ${o.topic}/${o.partition}@${offset} failed with error code ${pd.errorCode}`);
+      if (pd.errorCode && pd.errorCode !== 0)
+        throw new Error(`fetch ${o.topic}/${o.partition}@${offset} failed with error code ${pd.errorCode}`);
       const batch = new Batch(o.topic, offset.toString(), pd);
       const records = batch.messages.filter((m) => BigInt(m.offset) < o.to);
       if (records.length > 0) {

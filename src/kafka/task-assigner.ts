@@ -122,9 +122,17 @@ export function createTaskAssigner(
       return [...plan].map(([memberId, taskIds]) => {
         const assignment: Record<string, number[]> = {};
         for (const t of taskIds) {
-          for (const { topic, partition } of partitionsOfTask.get(t)!) (assignment[topic] ??= []).push(partition);
+          for (const { topic, partition } of partitionsOfTask.get(t)!)
+            (assignment[topic] ??= []).push(partition);
         }
-        return { memberId, memberAssignment: AssignerProtocol.MemberAssignment.encode({ version: 1, assignment, userData: Buffer.alloc(0) }) };
+        return {
+          memberId,
+          memberAssignment: AssignerProtocol.MemberAssignment.encode({
+            version: 1,
+            assignment,
+            userData: Buffer.alloc(0),
+          }),
+        };
       });
     },
     protocol({ topics }) {

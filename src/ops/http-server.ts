@@ -46,7 +46,9 @@ export async function startOpsServer(opts: {
           return health.live() ? send(res, 200, 'ok\n') : send(res, 503, 'not live\n');
         case '/readyz': {
           const r = health.ready();
-          return r.ready ? send(res, 200, 'ready\n') : send(res, 503, `not ready: ${r.reason ?? 'starting'}\n`);
+          return r.ready
+            ? send(res, 200, 'ready\n')
+            : send(res, 503, `not ready: ${r.reason ?? 'starting'}\n`);
         }
         case '/status':
           return send(res, 200, JSON.stringify(health.status?.() ?? {}, null, 2), 'application/json');

@@ -8,18 +8,45 @@ import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom
 export const METRIC = {
   recordsIn: { name: 'sluice_records_in_total', help: 'Records read from input topics.' },
   recordsOut: { name: 'sluice_records_out_total', help: 'Records written to output topics (acknowledged).' },
-  recordsDeadLettered: { name: 'sluice_records_dead_lettered_total', help: 'Records sent to the dead-letter topic (or skipped) by reason.' },
-  checkpoints: { name: 'sluice_checkpoints_total', help: 'Checkpoints completed (outputs + changelog + offsets committed).' },
-  checkpointDuration: { name: 'sluice_checkpoint_duration_seconds', help: 'Time to commit one checkpoint of a task.' },
-  checkpointFailures: { name: 'sluice_checkpoint_failures_total', help: 'Checkpoints that failed and made the task rebuild.' },
-  processingTime: { name: 'sluice_process_duration_seconds', help: 'Time to process one batch of records of a task.' },
+  recordsDeadLettered: {
+    name: 'sluice_records_dead_lettered_total',
+    help: 'Records sent to the dead-letter topic (or skipped) by reason.',
+  },
+  checkpoints: {
+    name: 'sluice_checkpoints_total',
+    help: 'Checkpoints completed (outputs + changelog + offsets committed).',
+  },
+  checkpointDuration: {
+    name: 'sluice_checkpoint_duration_seconds',
+    help: 'Time to commit one checkpoint of a task.',
+  },
+  checkpointFailures: {
+    name: 'sluice_checkpoint_failures_total',
+    help: 'Checkpoints that failed and made the task rebuild.',
+  },
+  processingTime: {
+    name: 'sluice_process_duration_seconds',
+    help: 'Time to process one batch of records of a task.',
+  },
   latency: { name: 'sluice_end_to_end_latency_seconds', help: 'Now minus record timestamp, at output.' },
-  lag: { name: 'sluice_consumer_lag', help: 'Records between the committed/processed position and the log end.' },
+  lag: {
+    name: 'sluice_consumer_lag',
+    help: 'Records between the committed/processed position and the log end.',
+  },
   tasks: { name: 'sluice_tasks', help: 'Tasks owned by this worker, by state.' },
   rebalances: { name: 'sluice_rebalances_total', help: 'Group rebalances this worker took part in.' },
-  restoreRecords: { name: 'sluice_restore_records_total', help: 'Changelog records replayed to restore state.' },
-  restoreDuration: { name: 'sluice_restore_duration_seconds', help: 'Time to restore one task from its changelog.' },
-  restoreRemaining: { name: 'sluice_restore_remaining_records', help: 'Changelog records left to replay, per task.' },
+  restoreRecords: {
+    name: 'sluice_restore_records_total',
+    help: 'Changelog records replayed to restore state.',
+  },
+  restoreDuration: {
+    name: 'sluice_restore_duration_seconds',
+    help: 'Time to restore one task from its changelog.',
+  },
+  restoreRemaining: {
+    name: 'sluice_restore_remaining_records',
+    help: 'Changelog records left to replay, per task.',
+  },
   changelogRecords: { name: 'sluice_changelog_records_total', help: 'Records written to changelog topics.' },
   cacheHits: { name: 'sluice_state_cache_hits_total', help: 'State reads served by the write-back cache.' },
   cacheMisses: { name: 'sluice_state_cache_misses_total', help: 'State reads that went to RocksDB.' },

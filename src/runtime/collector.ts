@@ -11,7 +11,13 @@ export class Collector implements Emitter {
   count = 0;
   readonly #log: Array<OutRecord[]> = [];
 
-  emit(topic: string, key: Buffer | null, value: Buffer | null, timestamp: number, headers: Record<string, unknown> | undefined): void {
+  emit(
+    topic: string,
+    key: Buffer | null,
+    value: Buffer | null,
+    timestamp: number,
+    headers: Record<string, unknown> | undefined,
+  ): void {
     let list = this.byTopic.get(topic);
     if (!list) this.byTopic.set(topic, (list = []));
     const rec: OutRecord = { key, value, timestamp: String(timestamp) };

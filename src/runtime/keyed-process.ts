@@ -33,7 +33,8 @@ function mapHandle(store: string, scope: KeyScope, st: RocksTaskState): MapState
   const cache = st.cache;
   // The cache holds a Map per key; stored as an array of entries (the serde's shape).
   // The store's serde decodes to a Map (see mapStoreSerde), so the cache holds Maps.
-  const load = (): Map<unknown, unknown> | undefined => cache.get(store, scope.bytes) as Map<unknown, unknown> | undefined;
+  const load = (): Map<unknown, unknown> | undefined =>
+    cache.get(store, scope.bytes) as Map<unknown, unknown> | undefined;
   const save = (m: Map<unknown, unknown>) => {
     if (m.size === 0) cache.delete(store, scope.bytes);
     else cache.set(store, scope.bytes, m, approxSize(scope.bytes, m));
@@ -68,8 +69,9 @@ function listHandle(store: string, scope: KeyScope, st: RocksTaskState): ListSta
   return {
     get: () => (cache.get(store, scope.bytes) as unknown[] | undefined) ?? [],
     add(v) {
-      const cur = (cache.get(store, scope.bytes) as unknown[] | undefined) ?? [];
-      const next = cur.length === 0 ? [v] : (cur.push(v), cur);
+      const cur = cache.get(store, scope.bytes) as unknown[] | undefined;
+      const next = cur === undefined ? [v] : cur;
+      if (cur !== undefined) cur.push(v);
       cache.set(store, scope.bytes, next, approxSize(scope.bytes, next));
       st.noteWrite();
     },
@@ -101,7 +103,12 @@ export function mapStoreSerde(inner: Serde<Array<[unknown, unknown]>>): Serde<un
  * Compiles a `process` node against a task's state: handles scoped to the current key, timers,
  * and `emit` pushing downstream with the current key.
  */
-export function createProcessOp(node: GraphNode, downstream: Op, rc: MutableRecordContext, st: RocksTaskState): Op {
+export function createProcessOp(
+  node: GraphNode,
+  downstream: Op,
+  rc: MutableRecordContext,
+  st: RocksTaskState,
+): Op {
   if (node.spec.kind !== 'process') throw new Error('not a process node');
   const { processor, stores } = node.spec;
   const keySerde = node.keySerde;
@@ -114,7 +121,12 @@ export function createProcessOp(node: GraphNode, downstream: Op, rc: MutableReco
       continue;
     }
     const d = s.descriptor;
-    handles[s.stateName] = d.kind === 'value' ? valueHandle(s.name, scope, st) : d.kind === 'map' ? mapHandle(s.name, scope, st) : listHandle(s.name, scope, st);
+    handles[s.stateName] =
+      d.kind === 'value'
+        ? valueHandle(s.name, scope, st)
+        : d.kind === 'map'
+          ? mapHandle(s.name, scope, st)
+          : listHandle(s.name, scope, st);
   }
   let currentKey: unknown = null;
   let emitTs: number | undefined;
@@ -143,7 +155,12 @@ export function createProcessOp(node: GraphNode, downstream: Op, rc: MutableReco
     },
     domain: 'event' as 'event' | 'processing',
     state: handles,
-    timers: timers?.api ?? { atEventTime: noTimers, atProcessingTime: noTimers, cancelEventTime: noTimers, cancelProcessingTime: noTimers },
+    timers: timers?.api ?? {
+      atEventTime: noTimers,
+      atProcessingTime: noTimers,
+      cancelEventTime: noTimers,
+      cancelProcessingTime: noTimers,
+    },
     emit(value: unknown, opts?: { timestamp?: number }) {
       const saved = rc.timestamp;
       if (opts?.timestamp !== undefined) rc.timestamp = opts.timestamp;
@@ -155,7 +172,8 @@ export function createProcessOp(node: GraphNode, downstream: Op, rc: MutableReco
   };
   const setKey = (k: unknown) => {
     currentKey = k;
-    scope.bytes = k === null || k === undefined ? Buffer.alloc(0) : (keySerde.serialize(k) ?? Buffer.alloc(0));
+    scope.bytes =
+      k === null || k === undefined ? Buffer.alloc(0) : (keySerde.serialize(k) ?? Buffer.alloc(0));
   };
   if (timers && processor.onTimer) {
     const onTimer = processor.onTimer;

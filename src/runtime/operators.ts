@@ -9,7 +9,13 @@ export interface Op {
 
 /** Where sink operators put serialized records; the task's collector. */
 export interface Emitter {
-  emit(topic: string, key: Buffer | null, value: Buffer | null, timestamp: number, headers: Record<string, unknown> | undefined): void;
+  emit(
+    topic: string,
+    key: Buffer | null,
+    value: Buffer | null,
+    timestamp: number,
+    headers: Record<string, unknown> | undefined,
+  ): void;
 }
 
 /** Builds the operator for a `process` node; supplied by the task, which owns the state. */
@@ -109,7 +115,13 @@ export function compileOperators(
         const vs: Serde<unknown> = s.value;
         op = {
           push(k, v) {
-            emitter.emit(topic, k === null || k === undefined ? null : ks.serialize(k), vs.serialize(v), rc.timestamp, rc.headers);
+            emitter.emit(
+              topic,
+              k === null || k === undefined ? null : ks.serialize(k),
+              vs.serialize(v),
+              rc.timestamp,
+              rc.headers,
+            );
           },
         };
         break;

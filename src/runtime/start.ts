@@ -1,9 +1,9 @@
 import type { Registry } from 'prom-client';
 import type { App } from '../api/app.js';
 import type { SluiceConfig } from '../config/schema.js';
+import { type OpsServer, startOpsServer } from '../ops/http-server.js';
 import { createLogger, type Logger } from '../ops/logger.js';
 import { createRegistry } from '../ops/metrics.js';
-import { type OpsServer, startOpsServer } from '../ops/http-server.js';
 import { openTaskState } from './state-runtime.js';
 import { Worker } from './worker.js';
 
@@ -35,7 +35,12 @@ export async function startWorker(
     registry,
     // The cache bound is the worker's; each task gets its share at the time it opens.
     openState: (task, ctx) =>
-      openTaskState(task, { ...ctx, config, appId: app.id, cacheBytes: Math.floor(config.state.cacheMaxBytes / Math.max(1, worker.tasks.size)) }),
+      openTaskState(task, {
+        ...ctx,
+        config,
+        appId: app.id,
+        cacheBytes: Math.floor(config.state.cacheMaxBytes / Math.max(1, worker.tasks.size)),
+      }),
     onFatal: opts.onFatal,
     httpAddress: () => http?.url,
   });

@@ -14,11 +14,11 @@ import { changelogTopic } from '../topology/build.js';
 import type { GraphNode, StoreSpec } from '../topology/nodes.js';
 import type { Collector } from './collector.js';
 import { createProcessOp, mapStoreSerde } from './keyed-process.js';
-import type { TimerService } from './timers.js';
 import type { Op } from './operators.js';
 import type { MutableRecordContext } from './record-context.js';
 import type { Task } from './task.js';
 import type { TaskState } from './task-state.js';
+import type { TimerService } from './timers.js';
 
 interface StoreInfo {
   spec: StoreSpec;
@@ -64,7 +64,13 @@ export class RocksTaskState implements TaskState {
   readonly #ctx: StateContext;
   readonly #taskId: string;
 
-  constructor(rocks: RocksStore, stores: Map<string, StoreInfo>, meta: CheckpointMeta, ctx: StateContext, taskId: string) {
+  constructor(
+    rocks: RocksStore,
+    stores: Map<string, StoreInfo>,
+    meta: CheckpointMeta,
+    ctx: StateContext,
+    taskId: string,
+  ) {
     this.rocks = rocks;
     this.stores = stores;
     this.#meta = meta;
@@ -184,20 +190,27 @@ export async function openTaskState(task: Task, ctx: StateContext): Promise<Task
   const stores = new Map<string, StoreInfo>();
   for (const spec of task.sub.stores) {
     const d = spec.descriptor;
-    stores.set(spec.name, { spec, changelog: changelogTopic(ctx.appId, spec.name), serde: d.kind === 'map' ? mapStoreSerde(d.serde) : d.serde });
+    stores.set(spec.name, {
+      spec,
+      changelog: changelogTopic(ctx.appId, spec.name),
+      serde: d.kind === 'map' ? mapStoreSerde(d.serde) : d.serde,
+    });
   }
   const started = Date.now();
   const admin = await ctx.client.admin();
   const ranges = new Map<string, { low: bigint; high: bigint }>();
   for (const [name, info] of stores) {
     const p = (await admin.offsets(info.changelog)).find((x) => x.partition === task.partition);
-    if (!p) throw new TaskCorruptedError(task.id, `changelog ${info.changelog} has no partition ${task.partition}`);
+    if (!p)
+      throw new TaskCorruptedError(task.id, `changelog ${info.changelog} has no partition ${task.partition}`);
     ranges.set(name, { low: BigInt(p.low), high: BigInt(p.high) });
   }
 
   let rocks = await RocksStore.open({ dir, stores: [...stores.keys()], taskId: task.id });
   let metaBytes = rocks.readMeta();
-  let meta: CheckpointMeta = metaBytes ? decodeCheckpointMeta(metaBytes) : { version: 1, changelogOffsets: {}, inputOffsets: {}, writtenAt: 0 };
+  let meta: CheckpointMeta = metaBytes
+    ? decodeCheckpointMeta(metaBytes)
+    : { version: 1, changelogOffsets: {}, inputOffsets: {}, writtenAt: 0 };
   for (const [name, r] of ranges) {
     const stored = meta.changelogOffsets[name];
     if (stored === undefined) continue;
@@ -241,11 +254,18 @@ export async function openTaskState(task: Task, ctx: StateContext): Promise<Task
         from,
         to: r.high,
         onRecords: (records) => {
-          const ops: WriteOp[] = records.map((rec) => ({ store: name, key: rec.key ?? Buffer.alloc(0), value: rec.value }));
+          const ops: WriteOp[] = records.map((rec) => ({
+            store: name,
+            key: rec.key ?? Buffer.alloc(0),
+            value: rec.value,
+          }));
           rocks.writeSync(ops);
           n += records.length;
           remaining -= BigInt(records.length);
-          ctx.metrics.restoreRemaining.set({ app: ctx.appId, task: task.id }, Number(remaining > 0n ? remaining : 0n));
+          ctx.metrics.restoreRemaining.set(
+            { app: ctx.appId, task: task.id },
+            Number(remaining > 0n ? remaining : 0n),
+          );
         },
       });
       total += n;
@@ -263,6 +283,9 @@ export async function openTaskState(task: Task, ctx: StateContext): Promise<Task
   const seconds = (Date.now() - started) / 1000;
   ctx.metrics.restoreDuration.observe({ app: ctx.appId }, seconds);
   ctx.metrics.restoreRemaining.set({ app: ctx.appId, task: task.id }, 0);
-  ctx.logger.info({ restored: total, seconds, stores: [...stores.keys()] }, total > 0 ? 'state restored from changelog' : 'state up to date');
+  ctx.logger.info(
+    { restored: total, seconds, stores: [...stores.keys()] },
+    total > 0 ? 'state restored from changelog' : 'state up to date',
+  );
   return new RocksTaskState(rocks, stores, meta, ctx, task.id);
 }

@@ -104,7 +104,10 @@ export class Task {
 
   #to(next: TaskStateName): void {
     if (!TRANSITIONS[this.#state].includes(next)) {
-      throw new SluiceError('SLUICE_TASK_CORRUPTED', `task ${this.id}: illegal transition ${this.#state} → ${next}`);
+      throw new SluiceError(
+        'SLUICE_TASK_CORRUPTED',
+        `task ${this.id}: illegal transition ${this.#state} → ${next}`,
+      );
     }
     this.#state = next;
   }
@@ -144,13 +147,23 @@ export class Task {
     this.#toCommit.clear();
     this.#dirtyRecords = 0;
     this.#ops = compileOperators(this.sub.sources, this.#rc, this.#collector, (node, down) => {
-      if (!this.#store) throw new SluiceError('SLUICE_TOPOLOGY_INVALID', `operator ${node.name} needs state but the task has none`);
+      if (!this.#store)
+        throw new SluiceError(
+          'SLUICE_TOPOLOGY_INVALID',
+          `operator ${node.name} needs state but the task has none`,
+        );
       return this.#store.processOp(node, down, this.#rc, this.#collector);
     });
     this.#lastCheckpoint = Date.now();
     if (this.isClosed) return this.#release();
     this.#to('running');
-    this.logger.info({ ms: Date.now() - started, offsets: Object.fromEntries([...this.#next].map(([t, o]) => [t, o?.toString() ?? 'earliest'])) }, 'task running');
+    this.logger.info(
+      {
+        ms: Date.now() - started,
+        offsets: Object.fromEntries([...this.#next].map(([t, o]) => [t, o?.toString() ?? 'earliest'])),
+      },
+      'task running',
+    );
   }
 
   /** Waits for a checkpoint in flight. */
@@ -223,12 +236,22 @@ export class Task {
     }
     this.#dirtyRecords += n;
     if (n > 0 && this.#store) {
-      this.#maxTs.set(topic, Math.max(this.#maxTs.get(topic) ?? Number.NEGATIVE_INFINITY, Number(records[records.length - 1]!.timestamp), rc.timestamp));
+      this.#maxTs.set(
+        topic,
+        Math.max(
+          this.#maxTs.get(topic) ?? Number.NEGATIVE_INFINITY,
+          Number(records[records.length - 1]!.timestamp),
+          rc.timestamp,
+        ),
+      );
       this.#advanceTime();
     }
     if (n > 0) {
       this.#deps.metrics.recordsIn.inc({ app: this.#deps.appId, topic }, n);
-      this.#deps.metrics.processingTime.observe({ app: this.#deps.appId }, (performance.now() - started) / 1000);
+      this.#deps.metrics.processingTime.observe(
+        { app: this.#deps.appId },
+        (performance.now() - started) / 1000,
+      );
     }
     return n;
   }
@@ -260,13 +283,20 @@ export class Task {
     const kind = err instanceof SerdeError ? 'deserialize' : 'operator';
     const e = err instanceof Error ? err : new Error(String(err));
     if (this.#policy === 'fail') {
-      throw new SluiceError('SLUICE_OPERATOR', `record ${topic}/${this.partition}@${r.offset} failed (${kind}): ${e.message}`, { cause: e });
+      throw new SluiceError(
+        'SLUICE_OPERATOR',
+        `record ${topic}/${this.partition}@${r.offset} failed (${kind}): ${e.message}`,
+        { cause: e },
+      );
     }
     const sig = `${kind}:${e.name}:${e.message.slice(0, 60)}`;
     if (!this.#dlqSeen.has(sig)) {
       this.#dlqSeen.add(sig);
       if (this.#dlqSeen.size > 1000) this.#dlqSeen.clear();
-      this.logger.warn({ err: e, topic, partition: this.partition, offset: r.offset, policy: this.#policy }, `bad record (${kind}); logged once per kind`);
+      this.logger.warn(
+        { err: e, topic, partition: this.partition, offset: r.offset, policy: this.#policy },
+        `bad record (${kind}); logged once per kind`,
+      );
     }
     this.#deps.metrics.recordsDeadLettered.inc({ app: this.#deps.appId, reason: kind });
     if (this.#policy === 'dlq') {
@@ -302,7 +332,11 @@ export class Task {
     this.#store?.writeChangelog(changelog, this.partition);
     const all = new Map(records);
     for (const [t, l] of changelog) all.set(t, l);
-    const offsets: TopicPartitionOffset[] = [...this.#toCommit].map(([topic, o]) => ({ topic, partition: this.partition, offset: o.toString() }));
+    const offsets: TopicPartitionOffset[] = [...this.#toCommit].map(([topic, o]) => ({
+      topic,
+      partition: this.partition,
+      offset: o.toString(),
+    }));
     let written: WrittenOffsets;
     if (this.#eos) {
       written = await this.#producer!.commitTransaction(all, { groupId: this.#deps.groupId, offsets });
@@ -312,7 +346,10 @@ export class Task {
       written = await producer.send(all);
       await this.#commitOffsetsAtLeastOnce(offsets);
     }
-    await this.#store?.commitLocal(written, Object.fromEntries(offsets.map((o) => [`${o.topic}:${o.partition}`, o.offset])));
+    await this.#store?.commitLocal(
+      written,
+      Object.fromEntries(offsets.map((o) => [`${o.topic}:${o.partition}`, o.offset])),
+    );
     this.#toCommit.clear();
     this.#dirtyRecords = 0;
     this.#lastCheckpoint = Date.now();
@@ -320,9 +357,11 @@ export class Task {
     for (const [topic, l] of records) {
       if (topic === this.#deps.deadLetterTopic) continue;
       this.#deps.metrics.recordsOut.inc({ app, topic }, l.length);
-      for (let i = 0; i < l.length; i++) this.#deps.metrics.latency.observe({ app, topic }, Math.max(0, now - Number(l[i]!.timestamp)) / 1000);
+      for (let i = 0; i < l.length; i++)
+        this.#deps.metrics.latency.observe({ app, topic }, Math.max(0, now - Number(l[i]!.timestamp)) / 1000);
     }
-    for (const [topic, l] of changelog) this.#deps.metrics.changelogRecords.inc({ app, store: topic }, l.length);
+    for (const [topic, l] of changelog)
+      this.#deps.metrics.changelogRecords.inc({ app, store: topic }, l.length);
     this.#deps.metrics.checkpoints.inc({ app });
     this.#store?.flushCacheMetrics();
     this.#deps.metrics.checkpointDuration.observe({ app }, (performance.now() - started) / 1000);
@@ -369,7 +408,10 @@ export class Task {
       try {
         await this.checkpoint();
       } catch (e) {
-        this.logger.warn({ err: e }, 'final checkpoint failed; the next owner continues from the previous one');
+        this.logger.warn(
+          { err: e },
+          'final checkpoint failed; the next owner continues from the previous one',
+        );
       }
     }
     this.#state = 'closed';

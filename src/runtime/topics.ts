@@ -61,7 +61,11 @@ export async function prepareTopics(admin: KafkaAdmin, topology: Topology): Prom
     plan.set(s.id, n);
     for (const t of s.sourceTopics) if (repartition.has(t)) internalSpecs.push({ topic: t, partitions: n });
     for (const st of topology.stores.filter((x) => x.subtopology === s.id)) {
-      internalSpecs.push({ topic: st.changelog, partitions: n, config: { 'cleanup.policy': 'compact', 'min.compaction.lag.ms': '0' } });
+      internalSpecs.push({
+        topic: st.changelog,
+        partitions: n,
+        config: { 'cleanup.policy': 'compact', 'min.compaction.lag.ms': '0' },
+      });
     }
   }
   const existing = await admin.partitionCounts(internalSpecs.map((s) => s.topic));
@@ -75,6 +79,9 @@ export async function prepareTopics(admin: KafkaAdmin, topology: Topology): Prom
     }
   }
   const maxPartitions = Math.max(1, ...plan.values());
-  await admin.ensureTopics([...internalSpecs, { topic: deadLetterTopic(topology.appId), partitions: Math.min(maxPartitions, 8) }]);
+  await admin.ensureTopics([
+    ...internalSpecs,
+    { topic: deadLetterTopic(topology.appId), partitions: Math.min(maxPartitions, 8) },
+  ]);
   return plan;
 }

@@ -1,15 +1,15 @@
 import { hostname } from 'node:os';
+import type { Registry } from 'prom-client';
 import type { App } from '../api/app.js';
 import type { SluiceConfig } from '../config/schema.js';
 import { SluiceError } from '../errors.js';
 import { KafkaClient } from '../kafka/client.js';
 import type { BatchContext, GroupConsumer } from '../kafka/consumer.js';
 import type { PlainProducer } from '../kafka/producer.js';
-import { taskIdOf, type MemberInfo } from '../kafka/task-assigner.js';
+import { type MemberInfo, taskIdOf } from '../kafka/task-assigner.js';
 import type { Logger } from '../ops/logger.js';
 import { createWorkerMetrics, type WorkerMetrics } from '../ops/metrics.js';
 import type { Topology } from '../topology/build.js';
-import type { Registry } from 'prom-client';
 import { Task } from './task.js';
 import type { TaskState } from './task-state.js';
 import { deadLetterTopic, type PartitionPlan, prepareTopics } from './topics.js';
@@ -31,7 +31,10 @@ export interface WorkerOptions {
   logger: Logger;
   registry: Registry;
   /** Opens a task's state; supplied by the state module (undefined: stateless jobs only). */
-  openState?: (task: Task, ctx: { client: KafkaClient; metrics: WorkerMetrics; logger: Logger }) => Promise<TaskState | undefined>;
+  openState?: (
+    task: Task,
+    ctx: { client: KafkaClient; metrics: WorkerMetrics; logger: Logger },
+  ) => Promise<TaskState | undefined>;
   /** Called when the worker fails for good (the CLI exits non-zero). */
   onFatal?: (err: Error) => void;
   /** The HTTP address this worker advertises to the group (for routed state queries). */
@@ -107,12 +110,20 @@ export class Worker {
   }
 
   async start(): Promise<void> {
-    if (this.#state !== 'created') throw new SluiceError('SLUICE_JOB_INVALID', `worker already ${this.#state}`);
+    if (this.#state !== 'created')
+      throw new SluiceError('SLUICE_JOB_INVALID', `worker already ${this.#state}`);
     this.#state = 'starting';
-    this.logger.info({ guarantee: this.config.processing.guarantee, brokers: this.config.kafka.brokers }, 'worker starting');
+    this.logger.info(
+      { guarantee: this.config.processing.guarantee, brokers: this.config.kafka.brokers },
+      'worker starting',
+    );
     this.logger.debug(this.topology.describe());
     const admin = await this.#retrying('connect to Kafka', () => this.client.admin());
-    this.#plan = await this.#retrying('prepare topics', () => prepareTopics(admin, this.topology), (e) => !(e instanceof SluiceError));
+    this.#plan = await this.#retrying(
+      'prepare topics',
+      () => prepareTopics(admin, this.topology),
+      (e) => !(e instanceof SluiceError),
+    );
     const topics = this.topology.subtopologies.flatMap((s) => s.sourceTopics);
     this.#consumer = this.client.consumer({
       groupId: this.app.id,
@@ -138,7 +149,11 @@ export class Worker {
     this.logger.info({ topics }, 'worker running');
   }
 
-  async #retrying<T>(what: string, fn: () => Promise<T>, retriable: (e: unknown) => boolean = () => true): Promise<T> {
+  async #retrying<T>(
+    what: string,
+    fn: () => Promise<T>,
+    retriable: (e: unknown) => boolean = () => true,
+  ): Promise<T> {
     let delay = 500;
     for (let attempt = 1; ; attempt++) {
       try {
@@ -162,8 +177,11 @@ export class Worker {
       metrics: this.metrics,
       plainProducer: () => (this.#plain ??= this.client.plainProducer()),
       openState: async (task: Task) =>
-        this.#opts.openState ? this.#opts.openState(task, { client: this.client, metrics: this.metrics, logger: task.logger }) : undefined,
-      seek: (topic: string, partition: number, offset: string) => this.#consumer?.seek(topic, partition, offset),
+        this.#opts.openState
+          ? this.#opts.openState(task, { client: this.client, metrics: this.metrics, logger: task.logger })
+          : undefined,
+      seek: (topic: string, partition: number, offset: string) =>
+        this.#consumer?.seek(topic, partition, offset),
       deadLetterTopic: deadLetterTopic(this.app.id),
     };
   }
@@ -183,7 +201,9 @@ export class Worker {
       const t = this.#tasks.get(id)!;
       this.#tasks.delete(id);
       // Its folder stays: if the task comes back, it replays only the changelog's tail.
-      t.close({ checkpoint: true }).catch((e) => this.logger.warn({ err: e, task: id }, 'closing revoked task failed'));
+      t.close({ checkpoint: true }).catch((e) =>
+        this.logger.warn({ err: e, task: id }, 'closing revoked task failed'),
+      );
       for (const topic of t.inputTopics) this.#lag.delete(`${topic}:${t.partition}`);
     }
     for (const id of added) {
@@ -272,7 +292,10 @@ export class Worker {
     if (last) {
       const lag = Number(BigInt(b.highWatermark) - BigInt(last.offset) - 1n);
       this.#lag.set(`${b.topic}:${b.partition}`, Math.max(0, lag));
-      this.metrics.lag.set({ app: this.app.id, topic: b.topic, partition: String(b.partition) }, Math.max(0, lag));
+      this.metrics.lag.set(
+        { app: this.app.id, topic: b.topic, partition: String(b.partition) },
+        Math.max(0, lag),
+      );
     }
     if (task.checkpointDue) await this.#checkpoint(task);
   }
@@ -342,7 +365,9 @@ export class Worker {
         state: t.state,
         partition: t.partition,
         topics: t.inputTopics,
-        lag: Object.fromEntries(t.inputTopics.map((tp) => [tp, this.#lag.get(`${tp}:${t.partition}`) ?? null])),
+        lag: Object.fromEntries(
+          t.inputTopics.map((tp) => [tp, this.#lag.get(`${tp}:${t.partition}`) ?? null]),
+        ),
       })),
       partitions: Object.fromEntries(this.#plan),
     };

@@ -72,7 +72,8 @@ export function buildTopology(appId: string, nodes: readonly GraphNode[]): Topol
     for (const n of group) {
       if (n.spec.kind === 'source') {
         for (const t of n.spec.topics) {
-          if (subOfTopic.has(t)) throw new TopologyError(`topic ${t} is read by two streams; read it once and branch`);
+          if (subOfTopic.has(t))
+            throw new TopologyError(`topic ${t} is read by two streams; read it once and branch`);
           subOfTopic.set(t, id);
           sources.set(t, n);
         }
@@ -101,7 +102,8 @@ export function buildTopology(appId: string, nodes: readonly GraphNode[]): Topol
   }
   for (const s of subtopologies) {
     for (const t of s.sinkTopics) {
-      if (subOfTopic.get(t) === s.id) throw new TopologyError(`sub-topology ${s.id} writes ${t}, which it also reads (a cycle)`);
+      if (subOfTopic.get(t) === s.id)
+        throw new TopologyError(`sub-topology ${s.id} writes ${t}, which it also reads (a cycle)`);
     }
   }
   return {

@@ -14,7 +14,11 @@ export type NodeSpec =
   | { kind: 'peek'; fn: (value: any, ctx: RecordContext<any>) => void }
   | { kind: 'selectKey'; fn: (value: any, ctx: RecordContext<any>) => any }
   | { kind: 'merge' }
-  | { kind: 'process'; processor: Processor<any, any, any, Record<string, StateDescriptor>>; stores: StoreSpec[] }
+  | {
+      kind: 'process';
+      processor: Processor<any, any, any, Record<string, StateDescriptor>>;
+      stores: StoreSpec[];
+    }
   | { kind: 'sink'; topic: string; key: Serde<any>; value: Serde<any>; internal: boolean };
 
 export type NodeKind = NodeSpec['kind'];
@@ -54,10 +58,20 @@ export class GraphBuilder {
     const name = opts.name ?? `${kind}-${id}`;
     if (this.#names.has(name)) throw new Error(`duplicate operator name ${JSON.stringify(name)}`);
     if (!/^[A-Za-z0-9._-]+$/.test(name)) {
-      throw new Error(`operator name ${JSON.stringify(name)} may only hold letters, digits, '.', '_' and '-'`);
+      throw new Error(
+        `operator name ${JSON.stringify(name)} may only hold letters, digits, '.', '_' and '-'`,
+      );
     }
     this.#names.add(name);
-    const node: GraphNode = { id, name, spec, parents, children: [], keySerde: opts.keySerde, keyed: opts.keyed };
+    const node: GraphNode = {
+      id,
+      name,
+      spec,
+      parents,
+      children: [],
+      keySerde: opts.keySerde,
+      keyed: opts.keyed,
+    };
     for (const p of parents) p.children.push(node);
     this.nodes.push(node);
     return node;

@@ -10,7 +10,8 @@ process.env.KAFKAJS_NO_PARTITIONER_WARNING = '1';
 /** The suite's broker: `npm test` starts one and exports KAFKA_BROKERS. */
 export function brokers(): string[] {
   const b = process.env.KAFKA_BROKERS;
-  if (!b) throw new Error('KAFKA_BROKERS is not set: run the suite with `npm test`, which starts a local Kafka');
+  if (!b)
+    throw new Error('KAFKA_BROKERS is not set: run the suite with `npm test`, which starts a local Kafka');
   return b.split(',');
 }
 
@@ -34,7 +35,9 @@ export async function withAdmin<T>(fn: (a: Admin) => Promise<T>): Promise<T> {
   }
 }
 
-export async function createTopics(topics: Array<{ topic: string; partitions: number; config?: Record<string, string> }>): Promise<void> {
+export async function createTopics(
+  topics: Array<{ topic: string; partitions: number; config?: Record<string, string> }>,
+): Promise<void> {
   await withAdmin((a) =>
     a.createTopics({
       waitForLeaders: true,
@@ -90,7 +93,11 @@ export async function readAll(
   opts: { expected?: number; timeoutMs?: number; settleMs?: number; readUncommitted?: boolean } = {},
 ): Promise<ReadRecord[]> {
   const { expected = Number.POSITIVE_INFINITY, timeoutMs = 60_000, settleMs = 1500 } = opts;
-  const consumer = testKafka().consumer({ groupId: uniqueName('reader'), readUncommitted: opts.readUncommitted ?? false, maxWaitTimeInMs: 100 });
+  const consumer = testKafka().consumer({
+    groupId: uniqueName('reader'),
+    readUncommitted: opts.readUncommitted ?? false,
+    maxWaitTimeInMs: 100,
+  });
   const out: ReadRecord[] = [];
   let last = Date.now();
   await consumer.connect();
@@ -100,7 +107,13 @@ export async function readAll(
       for (const m of batch.messages) {
         const headers: Record<string, string> = {};
         for (const [k, v] of Object.entries(m.headers ?? {})) headers[k] = String(v);
-        out.push({ key: m.key?.toString() ?? null, value: m.value?.toString() ?? null, partition: batch.partition, offset: m.offset, headers });
+        out.push({
+          key: m.key?.toString() ?? null,
+          value: m.value?.toString() ?? null,
+          partition: batch.partition,
+          offset: m.offset,
+          headers,
+        });
       }
       last = Date.now();
     },
@@ -116,7 +129,10 @@ export async function readAll(
 }
 
 /** Waits until `fn` returns a truthy value, polling. */
-export async function eventually<T>(fn: () => Promise<T> | T, opts: { timeoutMs?: number; intervalMs?: number; what?: string } = {}): Promise<T> {
+export async function eventually<T>(
+  fn: () => Promise<T> | T,
+  opts: { timeoutMs?: number; intervalMs?: number; what?: string } = {},
+): Promise<T> {
   const { timeoutMs = 60_000, intervalMs = 200 } = opts;
   const start = Date.now();
   let lastErr: unknown;
@@ -129,5 +145,7 @@ export async function eventually<T>(fn: () => Promise<T> | T, opts: { timeoutMs?
     }
     await new Promise((r) => setTimeout(r, intervalMs));
   }
-  throw new Error(`timed out after ${timeoutMs} ms waiting for ${opts.what ?? 'a condition'}${lastErr ? `: ${String(lastErr)}` : ''}`);
+  throw new Error(
+    `timed out after ${timeoutMs} ms waiting for ${opts.what ?? 'a condition'}${lastErr ? `: ${String(lastErr)}` : ''}`,
+  );
 }

@@ -37,8 +37,22 @@ export function spawnWorker(
   const stateDir = opts.stateDir ?? mkdtempSync(join(tmpdir(), 'sluice-state-'));
   const child = spawn(
     process.execPath,
-    [SLUICE_BIN, 'run', jobPath(job), '--http-port', '0', '--state-dir', stateDir, '--log-format', 'json', ...(opts.args ?? [])],
-    { env: { ...process.env, KAFKA_BROKERS: brokers().join(','), ...opts.env }, stdio: ['ignore', 'pipe', 'pipe'] },
+    [
+      SLUICE_BIN,
+      'run',
+      jobPath(job),
+      '--http-port',
+      '0',
+      '--state-dir',
+      stateDir,
+      '--log-format',
+      'json',
+      ...(opts.args ?? []),
+    ],
+    {
+      env: { ...process.env, KAFKA_BROKERS: brokers().join(','), ...opts.env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
   );
   const logs: string[] = [];
   let resolveUrl: (u: string) => void = () => undefined;
@@ -88,7 +102,11 @@ export function spawnWorker(
 }
 
 /** The value of one sample of a Prometheus text exposition, or undefined. */
-export function metricValue(text: string, name: string, labels: Record<string, string> = {}): number | undefined {
+export function metricValue(
+  text: string,
+  name: string,
+  labels: Record<string, string> = {},
+): number | undefined {
   for (const line of text.split('\n')) {
     if (!line.startsWith(name)) continue;
     const m = /^([a-zA-Z_:][\w:]*)(\{[^}]*\})?\s+(\S+)/.exec(line);

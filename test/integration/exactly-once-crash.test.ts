@@ -3,7 +3,14 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { createTopics, deleteTopicsMatching, eventually, produce, readAll, uniqueName } from '../helpers/kafka.js';
+import {
+  createTopics,
+  deleteTopicsMatching,
+  eventually,
+  produce,
+  readAll,
+  uniqueName,
+} from '../helpers/kafka.js';
 import { metricSum, spawnWorker, type WorkerProcess } from '../helpers/workers.js';
 
 /** Deterministic pseudo-random numbers (mulberry32), so a failing run can be replayed. */
@@ -52,8 +59,13 @@ async function crashRun(guarantee: 'exactly_once' | 'at_least_once', seed: numbe
   }
   const env = { TEST_APP_ID: id, TEST_INPUT: input, TEST_OUTPUT: output };
   const args = ['--processing.guarantee', guarantee, '--log-level', 'warn'];
-  const slots = [0, 1, 2].map((i) => ({ name: `w${i}`, stateDir: mkdtempSync(join(tmpdir(), `sluice-${i}-`)) }));
-  const workers: Array<WorkerProcess | undefined> = slots.map((s) => spawnWorker('running-sum', { ...s, env, args }));
+  const slots = [0, 1, 2].map((i) => ({
+    name: `w${i}`,
+    stateDir: mkdtempSync(join(tmpdir(), `sluice-${i}-`)),
+  }));
+  const workers: Array<WorkerProcess | undefined> = slots.map((s) =>
+    spawnWorker('running-sum', { ...s, env, args }),
+  );
   const cleanup = async () => {
     await Promise.all(workers.map((w) => w?.kill('SIGKILL')));
     await deleteTopicsMatching(id);
@@ -76,7 +88,11 @@ async function crashRun(guarantee: 'exactly_once' | 'at_least_once', seed: numbe
     }
     assert.ok(kills >= 5, 'several SIGKILLs');
     // Wait for the output to hold every update (EOS: exactly N; ALOS: at least N).
-    const out = await readAll(output, { expected: N, timeoutMs: Number(process.env.TEST_CRASH_WAIT_MS ?? 240_000), settleMs: 4000 });
+    const out = await readAll(output, {
+      expected: N,
+      timeoutMs: Number(process.env.TEST_CRASH_WAIT_MS ?? 240_000),
+      settleMs: 4000,
+    });
     if (out.length < N || process.env.TEST_DEBUG) {
       for (const w of workers) console.error(`--- ${w?.name} ---\n${w?.logs.slice(-40).join('\n')}`);
     }
@@ -86,7 +102,9 @@ async function crashRun(guarantee: 'exactly_once' | 'at_least_once', seed: numbe
   }
 }
 
-test('exactly-once should survive repeated SIGKILLs of 3 workers: every running sum once, in order, exact', { timeout: 480_000 }, async () => {
+test('exactly-once should survive repeated SIGKILLs of 3 workers: every running sum once, in order, exact', {
+  timeout: 480_000,
+}, async () => {
   const { out, expected } = await crashRun('exactly_once', 42);
   assert.equal(out.length, N, `output count (got ${out.length}, want ${N})`);
   const got = new Map<string, Out[]>();
@@ -113,7 +131,9 @@ test('exactly-once should survive repeated SIGKILLs of 3 workers: every running 
   }
 });
 
-test('at-least-once should survive repeated SIGKILLs without losing an update', { timeout: 480_000 }, async () => {
+test('at-least-once should survive repeated SIGKILLs without losing an update', {
+  timeout: 480_000,
+}, async () => {
   const { out, inputSeqs, expected } = await crashRun('at_least_once', 7);
   const seen = new Set<number>();
   for (const r of out) seen.add((JSON.parse(r.value!) as Out).seq);
@@ -126,7 +146,8 @@ test('at-least-once should survive repeated SIGKILLs without losing an update', 
     const v = JSON.parse(r.value!) as Out;
     lastN.set(v.k, Math.max(lastN.get(v.k) ?? 0, v.n));
   }
-  for (const [k, sums] of expected) assert.ok((lastN.get(k) ?? 0) >= sums.length, `key ${k} counted every record`);
+  for (const [k, sums] of expected)
+    assert.ok((lastN.get(k) ?? 0) >= sums.length, `key ${k} counted every record`);
 });
 
 void eventually;

@@ -4,7 +4,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { App, json, loadConfig, startWorker, string } from 'sluice';
-import { createTopics, deleteTopicsMatching, eventually, produce, readAll, uniqueName } from '../helpers/kafka.js';
+import {
+  createTopics,
+  deleteTopicsMatching,
+  eventually,
+  produce,
+  readAll,
+  uniqueName,
+} from '../helpers/kafka.js';
 import { metricSum, metricValue, spawnWorker } from '../helpers/workers.js';
 
 interface In {
@@ -42,7 +49,11 @@ test('stateless pipeline should write exactly the transformed records, in order 
     .to(output);
   const config = loadConfig({
     env: { KAFKA_BROKERS: process.env.KAFKA_BROKERS },
-    overrides: { http: { port: 0 }, log: { level: 'warn', format: 'json' }, state: { dir: mkdtempSync(join(tmpdir(), 'sluice-')) } },
+    overrides: {
+      http: { port: 0 },
+      log: { level: 'warn', format: 'json' },
+      state: { dir: mkdtempSync(join(tmpdir(), 'sluice-')) },
+    },
   });
   const w = await startWorker(app, config);
   t.after(() => w.stop());
@@ -64,10 +75,13 @@ test('stateless pipeline should write exactly the transformed records, in order 
     lastSeqOfKey.set(r.key!, v.seq);
   }
 
-  const text: string = await eventually(async () => {
-    const m = await (await fetch(`${w.http!.url}/metrics`)).text();
-    return metricValue(m, "sluice_records_out_total", { app: id, topic: output }) === expected ? m : "";
-  }, { what: 'records_out_total to reach the output count' });
+  const text: string = await eventually(
+    async () => {
+      const m = await (await fetch(`${w.http!.url}/metrics`)).text();
+      return metricValue(m, 'sluice_records_out_total', { app: id, topic: output }) === expected ? m : '';
+    },
+    { what: 'records_out_total to reach the output count' },
+  );
   assert.equal(metricValue(text, 'sluice_records_in_total', { app: id, topic: input }), N);
   assert.equal(metricValue(text, 'sluice_records_out_total', { app: id, topic: output }), expected);
   assert.ok((metricSum(text, 'sluice_checkpoints_total') ?? 0) > 0);
@@ -91,7 +105,10 @@ test('stateless pipeline should send a poison record to the dead-letter topic an
     { key: 'a', value: JSON.stringify({ k: 'a', seq: 2 }) },
   ]);
   const app = new App({ id });
-  app.stream(input, { key: string(), value: json<In>() }).map((v) => v.seq).to(output);
+  app
+    .stream(input, { key: string(), value: json<In>() })
+    .map((v) => v.seq)
+    .to(output);
   const config = loadConfig({
     env: { KAFKA_BROKERS: process.env.KAFKA_BROKERS },
     overrides: { http: { enabled: false }, log: { level: 'error', format: 'json' } },
@@ -99,7 +116,10 @@ test('stateless pipeline should send a poison record to the dead-letter topic an
   const w = await startWorker(app, config);
   t.after(() => w.stop());
   const out = await readAll(output, { expected: 2 });
-  assert.deepEqual(out.map((r) => r.value), ['1', '2']);
+  assert.deepEqual(
+    out.map((r) => r.value),
+    ['1', '2'],
+  );
   const dlq = await readAll(`${id}-dlq`, { expected: 1 });
   assert.equal(dlq.length, 1);
   assert.equal(dlq[0]!.value, '{"k": "a", "seq": ');
@@ -124,16 +144,27 @@ test('two worker processes in one group should split the partitions and both wri
     await Promise.all([a.kill('SIGTERM'), b.kill('SIGTERM')]);
   });
   // Both members own tasks before any input arrives.
-  await eventually(async () => {
-    const [sa, sb] = await Promise.all([a.status(), b.status()]);
-    return sa.tasks.length === 2 && sb.tasks.length === 2 && sa.tasks.every((x: any) => x.state === 'running') && sb.tasks.every((x: any) => x.state === 'running');
-  }, { timeoutMs: 60_000, what: 'both workers to own two running tasks' });
+  await eventually(
+    async () => {
+      const [sa, sb] = await Promise.all([a.status(), b.status()]);
+      return (
+        sa.tasks.length === 2 &&
+        sb.tasks.length === 2 &&
+        sa.tasks.every((x: any) => x.state === 'running') &&
+        sb.tasks.every((x: any) => x.state === 'running')
+      );
+    },
+    { timeoutMs: 60_000, what: 'both workers to own two running tasks' },
+  );
   const [sa, sb] = await Promise.all([a.status(), b.status()]);
   const owned = [...sa.tasks, ...sb.tasks].map((x: any) => x.id).sort();
   assert.deepEqual(owned, ['0_0', '0_1', '0_2', '0_3'], 'each partition owned by exactly one worker');
 
   const N = 2000;
-  await produce(input, inputs(N, 101).map((r) => ({ ...r, value: r.value.replace('"drop":true', '"drop":false') })));
+  await produce(
+    input,
+    inputs(N, 101).map((r) => ({ ...r, value: r.value.replace('"drop":true', '"drop":false') })),
+  );
   const out = await readAll(output, { expected: N, timeoutMs: 60_000 });
   assert.equal(out.length, N);
   assert.equal(new Set(out.map((r) => JSON.parse(r.value!).seq)).size, N, 'no duplicates');

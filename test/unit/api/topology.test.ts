@@ -16,7 +16,10 @@ test('topology should split at a repartition topic and name internal topics afte
   assert.deepEqual(t.subtopologies[0]!.sourceTopics, ['orders']);
   assert.deepEqual(t.subtopologies[1]!.sourceTopics, ['shop-by-user-repartition']);
   assert.deepEqual([...t.repartitionTopics.keys()], ['shop-by-user-repartition']);
-  assert.deepEqual(t.stores.map((s) => s.changelog), ['shop-orders-per-user-agg-changelog']);
+  assert.deepEqual(
+    t.stores.map((s) => s.changelog),
+    ['shop-orders-per-user-agg-changelog'],
+  );
   assert.match(t.describe(), /Sub-topology 1/);
 });
 
@@ -60,7 +63,8 @@ test('task assignment should balance tasks and keep them with their previous own
   );
   const sizes = ['a', 'b', 'c'].map((m) => three.get(m)!.length).sort();
   assert.deepEqual(sizes, [2, 3, 3]);
-  for (const m of ['a', 'b']) for (const t of three.get(m)!) assert.ok(two.get(m)!.includes(t), `${t} stayed with ${m}`);
+  for (const m of ['a', 'b'])
+    for (const t of three.get(m)!) assert.ok(two.get(m)!.includes(t), `${t} stayed with ${m}`);
   const all = ['a', 'b', 'c'].flatMap((m) => three.get(m)!).sort();
   assert.deepEqual(all, [...tasks].sort(), 'every task assigned once');
 });

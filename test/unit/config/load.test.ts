@@ -4,8 +4,8 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { ConfigError } from '../../../src/errors.js';
 import { loadConfig } from '../../../src/config/load.js';
+import { ConfigError } from '../../../src/errors.js';
 import { SLUICE_BIN } from '../../helpers/workers.js';
 
 function yamlFile(text: string): string {
@@ -24,10 +24,16 @@ test('config should apply defaults when nothing is given', () => {
 });
 
 test('config should take file < env < flags in rising precedence, coercing strings', () => {
-  const f = yamlFile('processing:\n  commitIntervalMs: 500\n  guarantee: at_least_once\nhttp:\n  port: 1000\n');
+  const f = yamlFile(
+    'processing:\n  commitIntervalMs: 500\n  guarantee: at_least_once\nhttp:\n  port: 1000\n',
+  );
   const c = loadConfig({
     file: f,
-    env: { SLUICE_PROCESSING_COMMIT_INTERVAL_MS: '250', SLUICE_HTTP_ENABLED: 'false', KAFKA_BROKERS: 'a:1,b:2' },
+    env: {
+      SLUICE_PROCESSING_COMMIT_INTERVAL_MS: '250',
+      SLUICE_HTTP_ENABLED: 'false',
+      KAFKA_BROKERS: 'a:1,b:2',
+    },
     flags: [['processing.commitIntervalMs', '42']],
   });
   assert.equal(c.processing.commitIntervalMs, 42);
@@ -46,7 +52,12 @@ test('config should list every problem of an invalid file with its path', () => 
     (e: unknown) => {
       assert.ok(e instanceof ConfigError);
       const paths = e.problems.map((p) => p.path).sort();
-      assert.deepEqual(paths, ['http.port', 'kafka.brokers.0', 'processing.commitIntervalMs', 'processing.guarantee']);
+      assert.deepEqual(paths, [
+        'http.port',
+        'kafka.brokers.0',
+        'processing.commitIntervalMs',
+        'processing.guarantee',
+      ]);
       for (const p of paths) assert.match(e.message, new RegExp(p.replace(/\./g, '\\.')));
       return true;
     },
@@ -70,16 +81,23 @@ test('config should reject unknown keys in the file, env and flags together', ()
 test('config should name a value of the wrong type coming from env', () => {
   assert.throws(
     () => loadConfig({ env: { SLUICE_HTTP_PORT: 'eighty', SLUICE_HTTP_ENABLED: 'maybe' } }),
-    (e: unknown) => e instanceof ConfigError && e.problems.length === 2 && e.problems.every((p) => p.path.startsWith('env ')),
+    (e: unknown) =>
+      e instanceof ConfigError &&
+      e.problems.length === 2 &&
+      e.problems.every((p) => p.path.startsWith('env ')),
   );
 });
 
 test('sluice run should fail at start with every config problem listed and exit 1', () => {
   const f = yamlFile('processing:\n  guarantee: twice\nbogus: true\n');
-  const r = spawnSync(process.execPath, [SLUICE_BIN, 'run', 'whatever.js', '--config', f, '--http.port', 'x'], {
-    encoding: 'utf8',
-    env: { PATH: process.env.PATH },
-  });
+  const r = spawnSync(
+    process.execPath,
+    [SLUICE_BIN, 'run', 'whatever.js', '--config', f, '--http.port', 'x'],
+    {
+      encoding: 'utf8',
+      env: { PATH: process.env.PATH },
+    },
+  );
   assert.equal(r.status, 1);
   assert.match(r.stderr, /3 problems/);
   assert.match(r.stderr, /processing\.guarantee/);
