@@ -1,4 +1,63 @@
-export async function resetCommand(_argv: string[]): Promise<number> {
-  process.stderr.write('sluice reset: not available yet\n');
-  return 1;
+import { rm } from 'node:fs/promises';
+import { join } from 'node:path';
+import { loadConfig } from '../config/load.js';
+import { KafkaClient } from '../kafka/client.js';
+import { createLogger } from '../ops/logger.js';
+import { parseArgs } from './args.js';
+import { loadJob } from './load-job.js';
+
+/**
+ * `sluice reset <job> --yes`: like Kafka Streams' application reset tool. Deletes the group's
+ * committed offsets (the app reads its inputs from the beginning again), its internal topics
+ * (repartition and changelog topics) and this machine's local state. Output topics and the
+ * dead-letter topic hold data and are left alone. Run it with every worker stopped.
+ */
+export async function resetCommand(argv: string[]): Promise<number> {
+  const args = parseArgs(argv, ['yes']);
+  const jobFile = args.positionals[0];
+  if (!jobFile) throw new Error('usage: sluice reset <job-file> --yes');
+  const config = loadConfig({ file: args.configFile, flags: args.settings });
+  const app = await loadJob(jobFile);
+  const t = app.topology();
+  const internal = [...t.repartitionTopics.keys(), ...t.stores.map((s) => s.changelog)];
+  const stateDir = join(config.state.dir, app.id);
+  const plan = [
+    `consumer group ${app.id} (committed offsets)`,
+    ...internal.map((x) => `topic ${x}`),
+    `local state ${stateDir}`,
+  ];
+  if (args.switches.get('yes') !== 'true') {
+    process.stdout.write(
+      `sluice reset would delete:\n${plan.map((p) => `  - ${p}`).join('\n')}\nRun again with --yes to do it (stop every worker first).\n`,
+    );
+    return 2;
+  }
+  const logger = createLogger({ level: 'warn', format: 'json' });
+  const client = new KafkaClient(
+    {
+      brokers: config.kafka.brokers,
+      clientId: `${config.kafka.clientId}-reset`,
+      requestTimeoutMs: config.kafka.requestTimeoutMs,
+      sessionTimeoutMs: config.kafka.sessionTimeoutMs,
+      heartbeatIntervalMs: config.kafka.heartbeatIntervalMs,
+    },
+    logger,
+  );
+  try {
+    const admin = await client.admin();
+    const g = await admin.describeGroup(app.id);
+    if (g.members > 0) {
+      process.stderr.write(
+        `sluice reset: group ${app.id} still has ${g.members} active member(s); stop every worker first\n`,
+      );
+      return 1;
+    }
+    await admin.deleteGroup(app.id);
+    await admin.deleteTopics(internal);
+    await rm(stateDir, { recursive: true, force: true });
+    process.stdout.write(`deleted:\n${plan.map((p) => `  - ${p}`).join('\n')}\n`);
+    return 0;
+  } finally {
+    await client.close();
+  }
 }

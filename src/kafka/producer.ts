@@ -6,16 +6,60 @@ export type TopicRecords = ReadonlyMap<string, OutRecord[]>;
 /** Highest offset written per topic-partition by one send, from the broker's answer. */
 export type WrittenOffsets = Map<string, bigint>;
 
-function toTopicMessages(records: TopicRecords) {
-  const out: Array<{ topic: string; messages: OutRecord[] }> = [];
-  for (const [topic, messages] of records) if (messages.length > 0) out.push({ topic, messages });
-  return out;
+/**
+ * Bytes per produce request, at most (roughly). The broker refuses a record batch larger than
+ * `message.max.bytes` (1 MiB by default) and kafkajs puts all of one partition's messages of a
+ * send into one batch, so a checkpoint's outputs go out in several sends of up to this size.
+ */
+const MAX_SEND_BYTES = 512 * 1024;
+
+function sizeOf(m: OutRecord): number {
+  let n = 64 + (m.key?.length ?? 0) + (m.value?.length ?? 0);
+  if (m.headers)
+    for (const [k, v] of Object.entries(m.headers))
+      n += k.length + (typeof v === 'string' ? v.length * 3 : Buffer.isBuffer(v) ? v.length : 64);
+  return n;
 }
 
-function lastOffsets(meta: RecordMetadata[], records: TopicRecords): WrittenOffsets {
+/** The records as a list of sends, each holding at most about MAX_SEND_BYTES. */
+function toSends(records: TopicRecords): Array<Array<{ topic: string; messages: OutRecord[] }>> {
+  const sends: Array<Array<{ topic: string; messages: OutRecord[] }>> = [];
+  let cur: Array<{ topic: string; messages: OutRecord[] }> = [];
+  let bytes = 0;
+  for (const [topic, messages] of records) {
+    let chunk: OutRecord[] = [];
+    for (const m of messages) {
+      const sz = sizeOf(m);
+      if (bytes + sz > MAX_SEND_BYTES && (chunk.length > 0 || cur.length > 0)) {
+        if (chunk.length > 0) cur.push({ topic, messages: chunk });
+        sends.push(cur);
+        cur = [];
+        chunk = [];
+        bytes = 0;
+      }
+      chunk.push(m);
+      bytes += sz;
+    }
+    if (chunk.length > 0) cur.push({ topic, messages: chunk });
+  }
+  if (cur.length > 0) sends.push(cur);
+  return sends;
+}
+
+function mergeMax(into: WrittenOffsets, from: WrittenOffsets): void {
+  for (const [k, v] of from) {
+    const cur = into.get(k);
+    if (cur === undefined || v > cur) into.set(k, v);
+  }
+}
+
+function lastOffsets(
+  meta: RecordMetadata[],
+  send: ReadonlyArray<{ topic: string; messages: OutRecord[] }>,
+): WrittenOffsets {
   // The broker answers with the base offset of each partition's batch; count what we sent there.
   const counts = new Map<string, number>();
-  for (const [topic, msgs] of records) {
+  for (const { topic, messages: msgs } of send) {
     for (const m of msgs) {
       if (m.partition === undefined) continue;
       const k = `${topic}:${m.partition}`;
@@ -38,10 +82,12 @@ export class PlainProducer {
     this.#p = p;
   }
   async send(records: TopicRecords): Promise<WrittenOffsets> {
-    const topicMessages = toTopicMessages(records);
-    if (topicMessages.length === 0) return new Map();
-    const meta = await this.#p.sendBatch({ topicMessages, acks: -1, compression: CompressionTypes.None });
-    return lastOffsets(meta, records);
+    const written: WrittenOffsets = new Map();
+    for (const topicMessages of toSends(records)) {
+      const meta = await this.#p.sendBatch({ topicMessages, acks: -1, compression: CompressionTypes.None });
+      mergeMax(written, lastOffsets(meta, topicMessages));
+    }
+    return written;
   }
   async close(): Promise<void> {
     await this.#p.disconnect();
@@ -68,12 +114,11 @@ export class TransactionalProducer {
   ): Promise<WrittenOffsets> {
     const tx = await this.#p.transaction();
     this.#tx = tx;
-    let written: WrittenOffsets = new Map();
+    const written: WrittenOffsets = new Map();
     try {
-      const topicMessages = toTopicMessages(records);
-      if (topicMessages.length > 0) {
+      for (const topicMessages of toSends(records)) {
         const meta = await tx.sendBatch({ topicMessages, acks: -1, compression: CompressionTypes.None });
-        written = lastOffsets(meta, records);
+        mergeMax(written, lastOffsets(meta, topicMessages));
       }
       if (offsets.offsets.length > 0) {
         const byTopic = new Map<string, Array<{ partition: number; offset: string }>>();

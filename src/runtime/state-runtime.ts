@@ -207,7 +207,7 @@ export async function openTaskState(task: Task, ctx: StateContext): Promise<Task
   }
 
   let rocks = await RocksStore.open({ dir, stores: [...stores.keys()], taskId: task.id });
-  let metaBytes = rocks.readMeta();
+  const metaBytes = rocks.readMeta();
   let meta: CheckpointMeta = metaBytes
     ? decodeCheckpointMeta(metaBytes)
     : { version: 1, changelogOffsets: {}, inputOffsets: {}, writtenAt: 0 };
@@ -224,7 +224,6 @@ export async function openTaskState(task: Task, ctx: StateContext): Promise<Task
       await rocks.close();
       await RocksStore.destroy(dir);
       rocks = await RocksStore.open({ dir, stores: [...stores.keys()], taskId: task.id });
-      metaBytes = undefined;
       meta = { version: 1, changelogOffsets: {}, inputOffsets: {}, writtenAt: 0 };
       break;
     }

@@ -139,9 +139,14 @@ export class Task {
     const committed = await admin.committedOffsets(this.#deps.groupId, this.sub.sourceTopics);
     for (const topic of this.sub.sourceTopics) {
       const c = committed.find((o) => o.topic === topic && o.partition === this.partition);
-      const off = c && BigInt(c.offset) >= 0n ? BigInt(c.offset) : undefined;
+      let off = c && BigInt(c.offset) >= 0n ? BigInt(c.offset) : undefined;
+      if (off === undefined) {
+        // No commit yet: start at the log's start, explicitly, so that a reset goes back there too.
+        const low = (await admin.offsets(topic)).find((p) => p.partition === this.partition)?.low;
+        off = BigInt(low ?? '0');
+      }
       this.#next.set(topic, off);
-      if (off !== undefined) this.#deps.seek(topic, this.partition, off.toString());
+      this.#deps.seek(topic, this.partition, off.toString());
     }
     this.#collector.clear();
     this.#toCommit.clear();
@@ -383,8 +388,19 @@ export class Task {
    * Throws away everything since the last checkpoint and starts over from it: a new producer
    * (fencing the old one), state back to RocksDB's view, input from the committed offsets.
    */
-  async reset(reason: unknown): Promise<void> {
+  reset(reason: unknown): Promise<void> {
+    // Failures come from several places at once (checkpoint, init retry): one reset at a time.
+    this.#resetting ??= this.#reset(reason).finally(() => {
+      this.#resetting = undefined;
+    });
+    return this.#resetting;
+  }
+
+  #resetting: Promise<void> | undefined;
+
+  async #reset(reason: unknown): Promise<void> {
     if (this.#state === 'closed') return;
+    await this.#ready?.catch(() => undefined);
     this.logger.warn({ err: reason }, 'task resets to its last checkpoint');
     this.#collector.clear();
     this.#toCommit.clear();

@@ -1,0 +1,206 @@
+import assert from 'node:assert/strict';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import {
+  createTopics,
+  deleteTopicsMatching,
+  eventually,
+  produce,
+  readAll,
+  uniqueName,
+  withAdmin,
+} from '../helpers/kafka.js';
+import { metricSum, spawnWorker, type WorkerProcess } from '../helpers/workers.js';
+
+const KEYS = 50;
+
+function records(from: number, n: number) {
+  return Array.from({ length: n }, (_, j) => {
+    const i = from + j;
+    const k = `k${i % KEYS}`;
+    return { key: k, value: JSON.stringify({ k, v: 1, seq: i }) };
+  });
+}
+
+async function allRunning(w: WorkerProcess, tasks?: number): Promise<boolean> {
+  const s = await w.status();
+  return (
+    s.state === 'running' &&
+    s.tasks.length > 0 &&
+    (tasks === undefined || s.tasks.length === tasks) &&
+    s.tasks.every((t: any) => t.state === 'running')
+  );
+}
+
+/** Checks the output holds, per key, exactly the counts 1..n in order. */
+function assertExactCounts(
+  out: Array<{ value: string | null; partition: number; offset: string }>,
+  total: number,
+) {
+  assert.equal(out.length, total, 'every update once');
+  const byKey = new Map<string, number[]>();
+  out.sort((a, b) => a.partition - b.partition || Number(BigInt(a.offset) - BigInt(b.offset)));
+  for (const r of out) {
+    const v = JSON.parse(r.value!);
+    const l = byKey.get(v.k) ?? [];
+    l.push(v.n);
+    byKey.set(v.k, l);
+  }
+  for (const [k, ns] of byKey)
+    assert.deepEqual(
+      ns,
+      ns.map((_, i) => i + 1),
+      `key ${k} counts in order, none twice`,
+    );
+}
+
+test('restart should replay no changelog record after a clean stop, at most one checkpoint after a crash, and all of it on a new worker', {
+  timeout: 300_000,
+}, async (t) => {
+  const id = uniqueName('t-restart');
+  const input = `${id}-in`;
+  const output = `${id}-out`;
+  await createTopics([
+    { topic: input, partitions: 4 },
+    { topic: output, partitions: 4 },
+  ]);
+  const env = { TEST_APP_ID: id, TEST_INPUT: input, TEST_OUTPUT: output };
+  const stateA = mkdtempSync(join(tmpdir(), 'sluice-a-'));
+  const live: WorkerProcess[] = [];
+  const start = (name: string, stateDir: string) => {
+    const w = spawnWorker('running-sum', { name, stateDir, env });
+    live.push(w);
+    return w;
+  };
+  t.after(async () => {
+    await Promise.all(live.map((w) => w.kill('SIGKILL')));
+    await deleteTopicsMatching(id);
+  });
+
+  let a = start('a1', stateA);
+  await produce(input, records(0, 2000));
+  await readAll(output, { expected: 2000 });
+  assert.equal(await a.kill('SIGTERM'), 0);
+
+  // Clean restart: the local state is current, nothing to replay.
+  a = start('a2', stateA);
+  await eventually(() => allRunning(a, 8), { what: 'a2 running all tasks' });
+  const m1 = await a.metrics();
+  assert.equal(
+    metricSum(m1, 'sluice_restore_records_total'),
+    0,
+    'a clean restart replays 0 changelog records',
+  );
+
+  // Crash mid-stream: at most one checkpoint's delta (one record per dirty key) is replayed.
+  const produced = produce(input, records(2000, 20_000), 500);
+  await new Promise((r) => setTimeout(r, 1500));
+  await a.kill('SIGKILL');
+  await produced;
+  a = start('a3', stateA);
+  await eventually(() => allRunning(a, 8), { what: 'a3 running all tasks' });
+  const m2 = await a.metrics();
+  const replayed = metricSum(m2, 'sluice_restore_records_total');
+  assert.ok(replayed <= KEYS, `a crash replays at most one checkpoint's delta (${replayed} <= ${KEYS} keys)`);
+  await readAll(output, { expected: 22_000 });
+
+  // A second worker with an empty state folder takes half the tasks and restores them fully.
+  const b = start('b', mkdtempSync(join(tmpdir(), 'sluice-b-')));
+  await eventually(async () => (await allRunning(a, 4)) && (await allRunning(b, 4)), {
+    what: 'tasks split 4/4',
+  });
+  const mb = await b.metrics();
+  const restoredB = metricSum(mb, 'sluice_restore_records_total');
+  assert.ok(
+    restoredB >= KEYS / 2,
+    `the new worker restored its tasks' state from the changelog (${restoredB} records)`,
+  );
+  await produce(input, records(22_000, 2000));
+  const out = await readAll(output, { expected: 24_000 });
+  assertExactCounts(out, 24_000);
+});
+
+test('a changelog deleted and recreated under a task should be detected and the local state rebuilt', {
+  timeout: 180_000,
+}, async (t) => {
+  const id = uniqueName('t-recreate');
+  const input = `${id}-in`;
+  const output = `${id}-out`;
+  await createTopics([
+    { topic: input, partitions: 1 },
+    { topic: output, partitions: 1 },
+  ]);
+  const env = { TEST_APP_ID: id, TEST_INPUT: input, TEST_OUTPUT: output };
+  const stateDir = mkdtempSync(join(tmpdir(), 'sluice-r-'));
+  const live: WorkerProcess[] = [];
+  t.after(async () => {
+    await Promise.all(live.map((w) => w.kill('SIGKILL')));
+    await deleteTopicsMatching(id);
+  });
+  let w = spawnWorker('running-sum', { name: 'r1', stateDir, env });
+  live.push(w);
+  await produce(input, records(0, 500));
+  await readAll(output, { expected: 500 });
+  assert.equal(await w.kill('SIGTERM'), 0);
+
+  const changelog = `${id}-sum-acc-changelog`;
+  await withAdmin(async (admin) => {
+    await admin.deleteTopics({ topics: [changelog] });
+    await eventually(async () => !(await admin.listTopics()).includes(changelog), {
+      what: 'changelog deleted',
+    });
+  });
+  // The worker recreates the (now empty) changelog; its stored offsets lie past the new end.
+  w = spawnWorker('running-sum', { name: 'r2', stateDir, env });
+  live.push(w);
+  await eventually(() => allRunning(w, 2), { what: 'r2 running' });
+  assert.ok(
+    w.logs.some((l) => l.includes('local state does not match its changelog')),
+    'the mismatch is detected and logged',
+  );
+  assert.ok(metricSum(await w.metrics(), 'sluice_errors_total', { kind: 'state_corrupted' }) >= 1);
+  // Rebuilt from the (empty) changelog: the next update of k0 starts from nothing.
+  await produce(input, [{ key: 'k0', value: JSON.stringify({ k: 'k0', v: 1, seq: 9999 }) }]);
+  const out = await readAll(output, { expected: 501 });
+  const last = JSON.parse(out[out.length - 1]!.value!);
+  assert.deepEqual([last.k, last.n], ['k0', 1], 'local state was wiped and rebuilt from the changelog');
+});
+
+test('scaling from 1 to 3 workers and back to 1 should move state with its partitions and keep results exact', {
+  timeout: 300_000,
+}, async (t) => {
+  const id = uniqueName('t-scale');
+  const input = `${id}-in`;
+  const output = `${id}-out`;
+  await createTopics([
+    { topic: input, partitions: 4 },
+    { topic: output, partitions: 4 },
+  ]);
+  const env = { TEST_APP_ID: id, TEST_INPUT: input, TEST_OUTPUT: output };
+  const live: WorkerProcess[] = [];
+  const start = (name: string) => {
+    const w = spawnWorker('running-sum', { name, env });
+    live.push(w);
+    return w;
+  };
+  t.after(async () => {
+    await Promise.all(live.map((w) => w.kill('SIGKILL')));
+    await deleteTopicsMatching(id);
+  });
+  const a = start('a');
+  await produce(input, records(0, 10_000));
+  const b = start('b');
+  const c = start('c');
+  await produce(input, records(10_000, 10_000), 1000);
+  await eventually(async () => (await allRunning(b)) && (await allRunning(c)), { what: 'b and c own tasks' });
+  await produce(input, records(20_000, 10_000), 1000);
+  assert.equal(await b.kill('SIGTERM'), 0);
+  await produce(input, records(30_000, 5000), 1000);
+  assert.equal(await c.kill('SIGTERM'), 0);
+  await produce(input, records(35_000, 5000), 1000);
+  await eventually(() => allRunning(a, 8), { what: 'a owns every task again' });
+  const out = await readAll(output, { expected: 40_000, timeoutMs: 120_000 });
+  assertExactCounts(out, 40_000);
+});
