@@ -153,7 +153,7 @@ export class RocksTaskState implements TaskState {
     this.#pendingStores.clear();
     this.#writes = 0;
     const m = this.#ctx.metrics;
-    m.cacheBytes.set({ app: this.#ctx.appId }, this.cache.bytes);
+    m.cacheBytes.set({ app: this.#ctx.appId, task: this.#taskId }, this.cache.bytes);
   }
 
   /** Cache counters since the last call, for the worker's metrics. */

@@ -11,7 +11,7 @@ import {
   readAll,
   uniqueName,
 } from '../helpers/kafka.js';
-import { metricSum, spawnWorker, type WorkerProcess } from '../helpers/workers.js';
+import { spawnWorker, type WorkerProcess } from '../helpers/workers.js';
 
 /** Deterministic pseudo-random numbers (mulberry32), so a failing run can be replayed. */
 function rng(seed: number) {
@@ -149,6 +149,3 @@ test('at-least-once should survive repeated SIGKILLs without losing an update', 
   for (const [k, sums] of expected)
     assert.ok((lastN.get(k) ?? 0) >= sums.length, `key ${k} counted every record`);
 });
-
-void eventually;
-void metricSum;
