@@ -312,7 +312,8 @@ export class Worker {
       await task.checkpoint();
     } catch (e) {
       this.metrics.checkpointFailures.inc({ app: this.app.id, reason: (e as Error).name ?? 'Error' });
-      if (this.config.processing.guarantee === 'exactly_once') this.metrics.txAborts.inc({ app: this.app.id });
+      if (this.config.processing.guarantee === 'exactly_once')
+        this.metrics.txAborts.inc({ app: this.app.id });
       if (this.#tasks.get(task.id) !== task || this.#state !== 'running') return;
       // Whatever failed (fenced, broker gone, unknown commit result): nothing since the last
       // checkpoint is trusted. Rebuild the task from it; if we were fenced by a new owner, the
