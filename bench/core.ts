@@ -49,7 +49,9 @@ function parseOptions(argv: string[]) {
   };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]!;
-    const [flag, inline] = a.includes('=') ? [a.slice(0, a.indexOf('=')), a.slice(a.indexOf('=') + 1)] : [a, undefined];
+    const [flag, inline] = a.includes('=')
+      ? [a.slice(0, a.indexOf('=')), a.slice(a.indexOf('=') + 1)]
+      : [a, undefined];
     const num = () => {
       const v = Number(inline ?? argv[++i]);
       if (!Number.isFinite(v) || v <= 0) throw new Error(`${flag} expects a positive number`);
@@ -215,8 +217,10 @@ async function until(w: Worker, what: string, fn: () => Promise<boolean>, interv
     dead = c;
   });
   for (;;) {
-    if (dead !== undefined) throw new Error(`worker exited (${dead}) while waiting for ${what}:\n${w.logs.slice(-30).join('\n')}`);
-    if (now() - started > opts.timeoutMs) throw new Error(`timed out waiting for ${what}:\n${w.logs.slice(-30).join('\n')}`);
+    if (dead !== undefined)
+      throw new Error(`worker exited (${dead}) while waiting for ${what}:\n${w.logs.slice(-30).join('\n')}`);
+    if (now() - started > opts.timeoutMs)
+      throw new Error(`timed out waiting for ${what}:\n${w.logs.slice(-30).join('\n')}`);
     try {
       if (await fn()) return;
     } catch {
@@ -406,7 +410,8 @@ async function recovery(K: number): Promise<RecoveryResult[]> {
 async function main(): Promise<void> {
   if (!process.env.KAFKA_BROKERS) throw new Error('set KAFKA_BROKERS (e.g. 127.0.0.1:19092)');
   const date = new Date().toISOString().slice(0, 10);
-  const command = `KAFKA_BROKERS=${process.env.KAFKA_BROKERS} node dist/bench/core.js ${process.argv.slice(2).join(' ')}`.trim();
+  const command =
+    `KAFKA_BROKERS=${process.env.KAFKA_BROKERS} node dist/bench/core.js ${process.argv.slice(2).join(' ')}`.trim();
   const lines: string[] = [];
   const out = (s = '') => {
     lines.push(s);
@@ -415,10 +420,14 @@ async function main(): Promise<void> {
   out(`# Sluice core benchmark — running-sum job, one worker (${date})`);
   out();
   out(`- command: \`${command}\``);
-  out(`- node ${process.version}, ${cpus().length} CPUs (${cpus()[0]?.model ?? '?'}), ${process.platform}/${process.arch}`);
+  out(
+    `- node ${process.version}, ${cpus().length} CPUs (${cpus()[0]?.model ?? '?'}), ${process.platform}/${process.arch}`,
+  );
   out(`- kafka brokers: ${process.env.KAFKA_BROKERS}`);
   out(`- date: ${new Date().toISOString()}`);
-  out(`- input/output topics: ${opts.partitions} partitions; worker flags: --log-level warn, otherwise default config`);
+  out(
+    `- input/output topics: ${opts.partitions} partitions; worker flags: --log-level warn, otherwise default config`,
+  );
   out();
 
   if (!opts.skipThroughput) {
@@ -429,13 +438,17 @@ async function main(): Promise<void> {
     }
     out(`## Throughput (${fmt(opts.records)} pre-produced records, ${fmt(opts.throughputKeys)} keys)`);
     out();
-    out('Time from spawning the worker until `sluice_records_out_total{topic=<output>}` = N (committed output); includes process start and the group join.');
+    out(
+      'Time from spawning the worker until `sluice_records_out_total{topic=<output>}` = N (committed output); includes process start and the group join.',
+    );
     out();
-    out('| guarantee | records | seconds | records/s | spawn → ready (s) | spawn → first output (s) | records/s after first output |');
+    out(
+      '| guarantee | records | seconds | records/s | spawn → ready (s) | spawn → first output (s) | records/s after first output |',
+    );
     out('|---|---:|---:|---:|---:|---:|---:|');
     for (const r of tp)
       out(
-        `| ${r.guarantee} | ${fmt(r.records)} | ${fmt(r.seconds, 2)} | ${fmt(r.records / r.seconds)} | ${fmt(r.readySeconds, 2)} | ${fmt(r.firstOutputSeconds, 2)} | ${fmt(r.records / (r.seconds - r.firstOutputSeconds))} |`,
+        `| ${r.guarantee} | ${fmt(r.records)} | ${fmt(r.seconds, 2)} | ${fmt(r.records / r.seconds)} | ${fmt(r.readySeconds, 2)} | ${fmt(r.firstOutputSeconds, 2)} | ${r.seconds - r.firstOutputSeconds >= 1 ? fmt(r.records / (r.seconds - r.firstOutputSeconds)) : '—'} |`,
       );
     out();
   }
@@ -450,7 +463,9 @@ async function main(): Promise<void> {
         'Restart time = spawn → /readyz 200; "group join" = spawn → first assignment (includes waiting for the killed member\'s session to expire), "restore" = first assignment → ready.',
     );
     out();
-    out('| case | spawn → ready (s) | group join (s) | restore (s) | sluice_restore_duration_seconds sum | restored records | restored records/s |');
+    out(
+      '| case | spawn → ready (s) | group join (s) | restore (s) | sluice_restore_duration_seconds sum (over tasks) | restored records | restored records/s |',
+    );
     out('|---|---:|---:|---:|---:|---:|---:|');
     for (const r of rec)
       out(
