@@ -35,7 +35,15 @@ async function runWorker(jobFile: string, config: Readonly<SluiceConfig>): Promi
   // A second signal during shutdown ends the process at once.
   process.once('SIGINT', () => process.exit(130));
   process.once('SIGTERM', () => process.exit(143));
+  // A shutdown that cannot finish (a broker gone, a stuck fetch) must not hang the process:
+  // after the deadline it exits non-zero; under exactly-once nothing uncommitted is lost.
+  const deadline = setTimeout(() => {
+    running.logger.error('graceful shutdown did not finish within 30 s; exiting');
+    process.exit(1);
+  }, 30_000);
+  deadline.unref();
   await running.stop();
+  clearTimeout(deadline);
   return fatal ? 1 : 0;
 }
 
