@@ -33,16 +33,7 @@ export async function resetCommand(argv: string[]): Promise<number> {
     return 2;
   }
   const logger = createLogger({ level: 'warn', format: 'json' });
-  const client = new KafkaClient(
-    {
-      brokers: config.kafka.brokers,
-      clientId: `${config.kafka.clientId}-reset`,
-      requestTimeoutMs: config.kafka.requestTimeoutMs,
-      sessionTimeoutMs: config.kafka.sessionTimeoutMs,
-      heartbeatIntervalMs: config.kafka.heartbeatIntervalMs,
-    },
-    logger,
-  );
+  const client = new KafkaClient({ ...config.kafka, clientId: `${config.kafka.clientId}-reset` }, logger);
   try {
     const admin = await client.admin();
     const g = await admin.describeGroup(app.id);

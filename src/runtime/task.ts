@@ -198,16 +198,20 @@ export class Task {
     const vs = source.spec.value;
     const rc = this.#rc;
     const collector = this.#collector;
-    let next = this.#next.get(topic);
-    let n = 0;
+    const known = this.#next.get(topic);
+    // Offsets rise within a batch: skip the prefix this task has applied already (a re-fetch
+    // after a rebalance or a seek), then process the rest without per-record offset arithmetic.
+    let first = 0;
+    if (known !== undefined) while (first < records.length && BigInt(records[first]!.offset) < known) first++;
+    const n = records.length - first;
+    let maxTs = this.#maxTs.get(topic) ?? Number.NEGATIVE_INFINITY;
     rc.topic = topic;
     const started = performance.now();
-    for (let i = 0; i < records.length; i++) {
+    for (let i = first; i < records.length; i++) {
       const r = records[i]!;
-      const off = BigInt(r.offset);
-      if (next !== undefined && off < next) continue;
       rc.offset = r.offset;
       rc.timestamp = Number(r.timestamp);
+      if (rc.timestamp > maxTs) maxTs = rc.timestamp;
       rc.headers = r.headers as Record<string, unknown> | undefined;
       const mark = collector.count;
       let key: unknown;
@@ -217,8 +221,6 @@ export class Task {
         value = vs.deserialize(r.value);
       } catch (e) {
         this.#deadLetter(topic, r, e instanceof SluiceError ? e : new SerdeError(String(e), e));
-        next = off + 1n;
-        n++;
         continue;
       }
       try {
@@ -228,27 +230,16 @@ export class Task {
         collector.truncate(mark);
         this.#deadLetter(topic, r, e);
       }
-      next = off + 1n;
-      n++;
     }
-    if (n > 0 || records.length > 0) {
-      const last = records[records.length - 1]!;
-      resolveOffset(last.offset);
-    }
-    if (next !== undefined) {
+    if (records.length > 0) resolveOffset(records[records.length - 1]!.offset);
+    if (n > 0) {
+      const next = BigInt(records[records.length - 1]!.offset) + 1n;
       this.#next.set(topic, next);
-      if (n > 0) this.#toCommit.set(topic, next);
+      this.#toCommit.set(topic, next);
     }
     this.#dirtyRecords += n;
     if (n > 0 && this.#store) {
-      this.#maxTs.set(
-        topic,
-        Math.max(
-          this.#maxTs.get(topic) ?? Number.NEGATIVE_INFINITY,
-          Number(records[records.length - 1]!.timestamp),
-          rc.timestamp,
-        ),
-      );
+      this.#maxTs.set(topic, maxTs);
       this.#advanceTime();
     }
     if (n > 0) {

@@ -67,16 +67,8 @@ export class Worker {
     this.config = opts.config;
     this.logger = opts.logger.child({ app: this.app.id });
     this.metrics = createWorkerMetrics(opts.registry);
-    this.client = new KafkaClient(
-      {
-        brokers: opts.config.kafka.brokers,
-        clientId: `${opts.config.kafka.clientId}-${this.app.id}-${hostname()}-${process.pid}`,
-        requestTimeoutMs: opts.config.kafka.requestTimeoutMs,
-        sessionTimeoutMs: opts.config.kafka.sessionTimeoutMs,
-        heartbeatIntervalMs: opts.config.kafka.heartbeatIntervalMs,
-      },
-      this.logger,
-    );
+    const clientId = `${opts.config.kafka.clientId}-${this.app.id}-${hostname()}-${process.pid}`;
+    this.client = new KafkaClient({ ...opts.config.kafka, clientId }, this.logger);
   }
 
   get state(): WorkerStateName {
@@ -216,38 +208,27 @@ export class Worker {
     this.#updateTaskGauge();
   }
 
-  #initTask(task: Task, attempt = 1): void {
+  #initTask(task: Task): void {
     task.init().then(
       () => this.#updateTaskGauge(),
-      (e) => {
-        if (this.#tasks.get(task.id) !== task || task.state === 'closed') return;
-        const delay = Math.min(500 * 2 ** (attempt - 1), 10_000);
-        this.logger.warn({ err: e, task: task.id, attempt, retryInMs: delay }, 'task init failed; retrying');
-        this.metrics.errors.inc({ app: this.app.id, kind: 'task_init' });
-        setTimeout(() => {
-          if (this.#tasks.get(task.id) !== task || task.state === 'closed') return;
-          task.reset(e).then(
-            () => this.#updateTaskGauge(),
-            (e2) => {
-              this.logger.warn({ err: e2, task: task.id }, 'task reset failed');
-              this.#initTaskRetry(task, attempt + 1);
-            },
-          );
-        }, delay).unref();
-      },
+      (e) => this.#retryTask(task, 1, e),
     );
   }
 
-  #initTaskRetry(task: Task, attempt: number): void {
+  /** Rebuilds a task whose init or reset failed, with backoff, until it works or goes away. */
+  #retryTask(task: Task, attempt: number, cause: unknown): void {
+    if (this.#tasks.get(task.id) !== task || task.state === 'closed') return;
     const delay = Math.min(500 * 2 ** (attempt - 1), 10_000);
+    this.logger.warn(
+      { err: cause, task: task.id, attempt, retryInMs: delay },
+      'task could not start; retrying',
+    );
+    this.metrics.errors.inc({ app: this.app.id, kind: 'task_init' });
     setTimeout(() => {
       if (this.#tasks.get(task.id) !== task || task.state === 'closed') return;
-      task.reset('retry').then(
+      task.reset(cause).then(
         () => this.#updateTaskGauge(),
-        (e) => {
-          this.logger.warn({ err: e, task: task.id, attempt }, 'task reset failed; retrying');
-          this.#initTaskRetry(task, attempt + 1);
-        },
+        (e) => this.#retryTask(task, attempt + 1, e),
       );
     }, delay).unref();
   }
@@ -272,7 +253,8 @@ export class Worker {
       );
       for (;;) {
         const done = await Promise.race([ready, new Promise((r) => setTimeout(() => r('tick'), 1000))]);
-        if (done !== 'tick') break;
+        // Never hold the consumer while stopping: kafkajs's disconnect waits for this handler.
+        if (done !== 'tick' || this.#state !== 'running' || this.#tasks.get(task.id) !== task) break;
         await b.heartbeat();
       }
       return;
@@ -318,10 +300,7 @@ export class Worker {
       // Whatever failed (fenced, broker gone, unknown commit result): nothing since the last
       // checkpoint is trusted. Rebuild the task from it; if we were fenced by a new owner, the
       // coming rebalance takes the task away.
-      task.reset(e).catch((e2) => {
-        this.logger.warn({ err: e2, task: task.id }, 'task reset failed; retrying');
-        this.#initTaskRetry(task, 1);
-      });
+      task.reset(e).catch((e2) => this.#retryTask(task, 1, e2));
     }
   }
 

@@ -149,3 +149,18 @@ export async function eventually<T>(
     `timed out after ${timeoutMs} ms waiting for ${opts.what ?? 'a condition'}${lastErr ? `: ${String(lastErr)}` : ''}`,
   );
 }
+
+/**
+ * A fresh app id with its input and output topics (`<id>-in`, `<id>-out`), created, and the env
+ * the test job files read. Delete them with `deleteTopicsMatching(id)` after the workers stop.
+ */
+export async function jobTopics(prefix: string, partitions: number) {
+  const id = uniqueName(prefix);
+  const input = `${id}-in`;
+  const output = `${id}-out`;
+  await createTopics([
+    { topic: input, partitions },
+    { topic: output, partitions },
+  ]);
+  return { id, input, output, env: { TEST_APP_ID: id, TEST_INPUT: input, TEST_OUTPUT: output } };
+}

@@ -3,14 +3,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import {
-  createTopics,
-  deleteTopicsMatching,
-  eventually,
-  produce,
-  readAll,
-  uniqueName,
-} from '../helpers/kafka.js';
+import { deleteTopicsMatching, jobTopics, produce, readAll } from '../helpers/kafka.js';
 import { spawnWorker, type WorkerProcess } from '../helpers/workers.js';
 
 /** Deterministic pseudo-random numbers (mulberry32), so a failing run can be replayed. */
@@ -36,13 +29,7 @@ interface Out {
 
 async function crashRun(guarantee: 'exactly_once' | 'at_least_once', seed: number) {
   const random = rng(seed);
-  const id = uniqueName(guarantee === 'exactly_once' ? 't-eos' : 't-alos');
-  const input = `${id}-in`;
-  const output = `${id}-out`;
-  await createTopics([
-    { topic: input, partitions: 4 },
-    { topic: output, partitions: 4 },
-  ]);
+  const { id, input, output, env } = await jobTopics(guarantee === 'exactly_once' ? 't-eos' : 't-alos', 4);
   // Input: key k gets values v; expected prefix sums per key in input order (one input partition
   // per record key, re-keyed by k through the repartition topic).
   const values: Array<{ key: string; value: string }> = [];
@@ -57,7 +44,6 @@ async function crashRun(guarantee: 'exactly_once' | 'at_least_once', seed: numbe
     l.push((l[l.length - 1] ?? 0) + v);
     expected.set(k, l);
   }
-  const env = { TEST_APP_ID: id, TEST_INPUT: input, TEST_OUTPUT: output };
   const args = ['--processing.guarantee', guarantee, '--log-level', 'warn'];
   const slots = [0, 1, 2].map((i) => ({
     name: `w${i}`,

@@ -4,14 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { App, json, loadConfig, startWorker, string } from 'sluice';
-import {
-  createTopics,
-  deleteTopicsMatching,
-  eventually,
-  produce,
-  readAll,
-  uniqueName,
-} from '../helpers/kafka.js';
+import { deleteTopicsMatching, eventually, jobTopics, produce, readAll } from '../helpers/kafka.js';
 import { metricSum, metricValue, spawnWorker } from '../helpers/workers.js';
 
 interface In {
@@ -30,13 +23,7 @@ function inputs(n: number, keys: number) {
 }
 
 test('stateless pipeline should write exactly the transformed records, in order per key, and count them in /metrics', async (t) => {
-  const id = uniqueName('t-pipe');
-  const input = `${id}-in`;
-  const output = `${id}-out`;
-  await createTopics([
-    { topic: input, partitions: 4 },
-    { topic: output, partitions: 4 },
-  ]);
+  const { id, input, output } = await jobTopics('t-pipe', 4);
   t.after(() => deleteTopicsMatching(id));
   const N = 3000;
   await produce(input, inputs(N, 37));
@@ -91,13 +78,7 @@ test('stateless pipeline should write exactly the transformed records, in order 
 });
 
 test('stateless pipeline should send a poison record to the dead-letter topic and go on', async (t) => {
-  const id = uniqueName('t-poison');
-  const input = `${id}-in`;
-  const output = `${id}-out`;
-  await createTopics([
-    { topic: input, partitions: 1 },
-    { topic: output, partitions: 1 },
-  ]);
+  const { id, input, output } = await jobTopics('t-poison', 1);
   t.after(() => deleteTopicsMatching(id));
   await produce(input, [
     { key: 'a', value: JSON.stringify({ k: 'a', seq: 1 }) },
@@ -129,15 +110,8 @@ test('stateless pipeline should send a poison record to the dead-letter topic an
 });
 
 test('two worker processes in one group should split the partitions and both write output', async (t) => {
-  const id = uniqueName('t-group');
-  const input = `${id}-in`;
-  const output = `${id}-out`;
-  await createTopics([
-    { topic: input, partitions: 4 },
-    { topic: output, partitions: 4 },
-  ]);
+  const { id, input, output, env } = await jobTopics('t-group', 4);
   t.after(() => deleteTopicsMatching(id));
-  const env = { TEST_APP_ID: id, TEST_INPUT: input, TEST_OUTPUT: output };
   const a = spawnWorker('stateless', { name: 'a', env });
   const b = spawnWorker('stateless', { name: 'b', env });
   t.after(async () => {

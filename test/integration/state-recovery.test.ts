@@ -4,12 +4,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import {
-  createTopics,
   deleteTopicsMatching,
   eventually,
+  jobTopics,
   produce,
   readAll,
-  uniqueName,
   withAdmin,
 } from '../helpers/kafka.js';
 import { metricSum, spawnWorker, type WorkerProcess } from '../helpers/workers.js';
@@ -59,14 +58,7 @@ function assertExactCounts(
 test('restart should replay no changelog record after a clean stop, at most one checkpoint after a crash, and all of it on a new worker', {
   timeout: 300_000,
 }, async (t) => {
-  const id = uniqueName('t-restart');
-  const input = `${id}-in`;
-  const output = `${id}-out`;
-  await createTopics([
-    { topic: input, partitions: 4 },
-    { topic: output, partitions: 4 },
-  ]);
-  const env = { TEST_APP_ID: id, TEST_INPUT: input, TEST_OUTPUT: output };
+  const { id, input, output, env } = await jobTopics('t-restart', 4);
   const stateA = mkdtempSync(join(tmpdir(), 'sluice-a-'));
   const live: WorkerProcess[] = [];
   const start = (name: string, stateDir: string) => {
@@ -125,14 +117,7 @@ test('restart should replay no changelog record after a clean stop, at most one 
 test('a changelog deleted and recreated under a task should be detected and the local state rebuilt', {
   timeout: 180_000,
 }, async (t) => {
-  const id = uniqueName('t-recreate');
-  const input = `${id}-in`;
-  const output = `${id}-out`;
-  await createTopics([
-    { topic: input, partitions: 1 },
-    { topic: output, partitions: 1 },
-  ]);
-  const env = { TEST_APP_ID: id, TEST_INPUT: input, TEST_OUTPUT: output };
+  const { id, input, output, env } = await jobTopics('t-recreate', 1);
   const stateDir = mkdtempSync(join(tmpdir(), 'sluice-r-'));
   const live: WorkerProcess[] = [];
   t.after(async () => {
@@ -171,14 +156,7 @@ test('a changelog deleted and recreated under a task should be detected and the 
 test('scaling from 1 to 3 workers and back to 1 should move state with its partitions and keep results exact', {
   timeout: 300_000,
 }, async (t) => {
-  const id = uniqueName('t-scale');
-  const input = `${id}-in`;
-  const output = `${id}-out`;
-  await createTopics([
-    { topic: input, partitions: 4 },
-    { topic: output, partitions: 4 },
-  ]);
-  const env = { TEST_APP_ID: id, TEST_INPUT: input, TEST_OUTPUT: output };
+  const { id, input, output, env } = await jobTopics('t-scale', 4);
   const live: WorkerProcess[] = [];
   const start = (name: string) => {
     const w = spawnWorker('running-sum', { name, env });
