@@ -59,6 +59,8 @@ export async function deleteTopicsMatching(prefix: string): Promise<void> {
 
 export interface TestRecord {
   key: string | null;
+  /** Kafka timestamp (ms since the epoch, as a string); the broker's clock when absent. */
+  timestamp?: string;
   value: string | Buffer | null;
   partition?: number;
   headers?: Record<string, string>;
