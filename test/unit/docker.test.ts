@@ -272,6 +272,13 @@ test('prometheus.yml should scrape exactly the compose workers on their HTTP por
   assert.ok(cfg.scrape_configs.every((s: any) => (s.metrics_path ?? '/metrics') === '/metrics'));
 });
 
+test('promtool should accept docker/prometheus.yml (when the prometheus package is installed)', (t) => {
+  const version = spawnSync('promtool', ['--version'], { encoding: 'utf8' });
+  if (version.error || version.status !== 0) return t.skip('no promtool on this machine');
+  const r = spawnSync('promtool', ['check', 'config', join(DOCKER, 'prometheus.yml')], { encoding: 'utf8' });
+  assert.equal(r.status, 0, `promtool check config:\n${r.stdout}${r.stderr}`);
+});
+
 test('docker-compose.yml should provision Grafana from grafana/ with the Prometheus service as data source', () => {
   const g = services.grafana;
   const mounts = new Map(
