@@ -201,7 +201,11 @@ export class Worker {
         this.logger.warn({ err: e, task: id }, 'closing revoked task failed'),
       );
       for (const topic of t.inputTopics) this.#lag.delete(`${topic}:${t.partition}`);
-      for (const topic of t.inputTopics) this.#inputRate.remove(topic, t.partition);
+      for (const topic of t.inputTopics) {
+        this.#inputRate.remove(topic, t.partition);
+        // The new owner reports this partition's lag; a stale copy here would double it in sums.
+        this.metrics.lag.remove({ app: this.app.id, topic, partition: String(t.partition) });
+      }
     }
     for (const id of added) {
       const { sub, partition } = wanted.get(id)!;
