@@ -6,6 +6,7 @@ import type { InRecord, OutRecord, TopicPartitionOffset } from '../kafka/types.j
 import type { Logger } from '../ops/logger.js';
 import type { WorkerMetrics } from '../ops/metrics.js';
 import type { SubTopology } from '../topology/build.js';
+import { checkpointSize } from './checkpoint-size.js';
 import { Collector } from './collector.js';
 import { deadLetterRecord, type ErrorPolicy } from './dead-letter.js';
 import { compileOperators, type Op } from './operators.js';
@@ -427,6 +428,9 @@ export class Task {
     for (const [topic, l] of changelog)
       this.#deps.metrics.changelogRecords.inc({ app, store: topic }, l.length);
     this.#deps.metrics.checkpoints.inc({ app });
+    const size = checkpointSize(all.values());
+    this.#deps.metrics.checkpointRecords.observe({ app }, size.records);
+    this.#deps.metrics.checkpointBytes.observe({ app }, size.bytes);
     this.#store?.flushCacheMetrics();
     this.#deps.metrics.checkpointDuration.observe({ app }, (performance.now() - started) / 1000);
     this.logger.trace({ outputs: outputCount, offsets }, 'checkpoint');

@@ -8,8 +8,9 @@ import type { BatchContext, GroupConsumer } from '../kafka/consumer.js';
 import type { PlainProducer } from '../kafka/producer.js';
 import { type MemberInfo, taskIdOf } from '../kafka/task-assigner.js';
 import type { Logger } from '../ops/logger.js';
-import { createWorkerMetrics, type WorkerMetrics } from '../ops/metrics.js';
+import { createWorkerMetrics, initWorkerMetrics, type WorkerMetrics } from '../ops/metrics.js';
 import type { Topology } from '../topology/build.js';
+import { InputRateMeter } from './input-rate.js';
 import { Task } from './task.js';
 import type { TaskState } from './task-state.js';
 import { deadLetterTopic, type PartitionPlan, prepareTopics } from './topics.js';
@@ -59,6 +60,7 @@ export class Worker {
   readonly #opts: WorkerOptions;
   readonly #lag = new Map<string, number>();
   #fatal: Error | undefined;
+  readonly #inputRate: InputRateMeter;
 
   constructor(opts: WorkerOptions) {
     this.#opts = opts;
@@ -67,6 +69,14 @@ export class Worker {
     this.config = opts.config;
     this.logger = opts.logger.child({ app: this.app.id });
     this.metrics = createWorkerMetrics(opts.registry);
+    initWorkerMetrics(this.metrics, this.app.id);
+    // Windowed operators' late-record counters start at zero too (one series per operator and action).
+    for (const n of this.app.graph.nodes) {
+      if (n.spec.kind !== 'late') continue;
+      const action = n.spec.topic === undefined ? 'dropped' : 'side_output';
+      this.metrics.lateRecords.inc({ app: this.app.id, operator: n.spec.operator, action }, 0);
+    }
+    this.#inputRate = new InputRateMeter(this.metrics, this.app.id);
     const clientId = `${opts.config.kafka.clientId}-${this.app.id}-${hostname()}-${process.pid}`;
     this.client = new KafkaClient({ ...opts.config.kafka, clientId }, this.logger);
   }
@@ -197,6 +207,11 @@ export class Worker {
         this.logger.warn({ err: e, task: id }, 'closing revoked task failed'),
       );
       for (const topic of t.inputTopics) this.#lag.delete(`${topic}:${t.partition}`);
+      for (const topic of t.inputTopics) {
+        this.#inputRate.remove(topic, t.partition);
+        // The new owner reports this partition's lag; a stale copy here would double it in sums.
+        this.metrics.lag.remove({ app: this.app.id, topic, partition: String(t.partition) });
+      }
     }
     for (const id of added) {
       const { sub, partition } = wanted.get(id)!;
@@ -262,7 +277,8 @@ export class Worker {
     await task.idle();
     if (b.isStale() || this.#tasks.get(task.id) !== task || task.state !== 'running') return;
     try {
-      task.process(b.topic, b.records, b.resolveOffset);
+      const n = task.process(b.topic, b.records, b.resolveOffset);
+      if (n > 0) this.#inputRate.add(b.topic, b.partition, n);
     } catch (e) {
       if (e instanceof SluiceError && e.code === 'SLUICE_OPERATOR') {
         this.#fail(e);
@@ -283,6 +299,7 @@ export class Worker {
   }
 
   #checkpointDue(): void {
+    this.#inputRate.tick();
     for (const t of this.#tasks.values()) {
       t.tick();
       if (t.state === 'running' && t.hasPending && t.checkpointDue) void this.#checkpoint(t);
@@ -294,6 +311,7 @@ export class Worker {
       await task.checkpoint();
     } catch (e) {
       this.metrics.checkpointFailures.inc({ app: this.app.id, reason: (e as Error).name ?? 'Error' });
+      this.metrics.errors.inc({ app: this.app.id, kind: 'checkpoint' });
       if (this.config.processing.guarantee === 'exactly_once')
         this.metrics.txAborts.inc({ app: this.app.id });
       if (this.#tasks.get(task.id) !== task || this.#state !== 'running') return;
