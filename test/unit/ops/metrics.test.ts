@@ -20,6 +20,7 @@ const ALLOWED_LABELS = new Set([
   'store',
   'state',
   'kind',
+  'action',
 ]);
 
 test('createWorkerMetrics should register every METRIC with bounded labels only', async () => {
