@@ -122,7 +122,11 @@ export class RocksTaskState implements TaskState {
     return createProcessOp(node, downstream, rc, this, late);
   }
 
+  /** Writes counted when the pending checkpoint took its snapshot. */
+  #snapshotWrites = 0;
+
   writeChangelog(out: Map<string, OutRecord[]>, partition: number): void {
+    this.#snapshotWrites = this.#writes;
     if (this.#writes === 0) return;
     const dirty = this.cache.dirty();
     const ops: WriteOp[] = new Array(dirty.length);
@@ -158,7 +162,9 @@ export class RocksTaskState implements TaskState {
     this.cache.markClean();
     this.#pendingOps = [];
     this.#pendingStores.clear();
-    this.#writes = 0;
+    // Writes made while the commit was in flight stay dirty (the cache keeps them) and pending.
+    this.#writes -= this.#snapshotWrites;
+    this.#snapshotWrites = 0;
     const m = this.#ctx.metrics;
     m.cacheBytes.set({ app: this.#ctx.appId, task: this.#taskId }, this.cache.bytes);
     if (Date.now() - this.#sizeAt >= STORE_SIZE_REFRESH_MS) this.refreshStoreSize();

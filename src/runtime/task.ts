@@ -385,6 +385,8 @@ export class Task {
   async #checkpoint(): Promise<void> {
     const started = performance.now();
     const app = this.#deps.appId;
+    const committedNext = new Map(this.#toCommit);
+    const dirtyRecords = this.#dirtyRecords;
     const records = this.#collector.drain();
     const outputCount = [...records.values()].reduce((a, l) => a + l.length, 0);
     const changelog = new Map<string, OutRecord[]>();
@@ -415,8 +417,11 @@ export class Task {
       written,
       Object.fromEntries(offsets.map((o) => [`${o.topic}:${o.partition}`, o.offset])),
     );
-    this.#toCommit.clear();
-    this.#dirtyRecords = 0;
+    // Another input's batch may have been processed while this commit was in flight (kafkajs
+    // runs partitions concurrently, and a task reads one partition of each of its topics): its
+    // offsets and records belong to the next checkpoint, so forget only what this one committed.
+    for (const [topic, o] of committedNext) if (this.#toCommit.get(topic) === o) this.#toCommit.delete(topic);
+    this.#dirtyRecords -= dirtyRecords;
     this.#lastCheckpoint = Date.now();
     const now = Date.now();
     for (const [topic, l] of records) {

@@ -8,6 +8,7 @@ import {
   readAll,
   type TestRecord,
   uniqueName,
+  withAdmin,
 } from '../helpers/kafka.js';
 import { metricSum, spawnWorker, type WorkerProcess } from '../helpers/workers.js';
 
