@@ -173,6 +173,15 @@ export class RocksTaskState implements TaskState {
     await this.rocks.close();
   }
 
+  read(store: string, key: Buffer): unknown {
+    const info = this.stores.get(store);
+    if (!info) return undefined;
+    const cached = this.cache.peek(store, key);
+    if (cached) return cached.value;
+    const raw = this.rocks.getSync(store, key);
+    return raw === undefined ? undefined : info.serde.deserialize(raw);
+  }
+
   get taskId(): string {
     return this.#taskId;
   }
@@ -239,6 +248,7 @@ export async function openTaskState(task: Task, ctx: StateContext): Promise<Task
       remaining += r.high - from;
     }
     ctx.metrics.restoreRemaining.set({ app: ctx.appId, task: task.id }, Number(remaining));
+    task.restoreProgress = { total: Number(remaining), remaining: Number(remaining) };
     for (const [name, info] of stores) {
       const r = ranges.get(name)!;
       const from = meta.changelogOffsets[name] !== undefined ? BigInt(meta.changelogOffsets[name]!) : r.low;
@@ -261,6 +271,7 @@ export async function openTaskState(task: Task, ctx: StateContext): Promise<Task
           rocks.writeSync(ops);
           n += records.length;
           remaining -= BigInt(records.length);
+          if (task.restoreProgress) task.restoreProgress.remaining = Number(remaining > 0n ? remaining : 0n);
           ctx.metrics.restoreRemaining.set(
             { app: ctx.appId, task: task.id },
             Number(remaining > 0n ? remaining : 0n),
@@ -282,6 +293,7 @@ export async function openTaskState(task: Task, ctx: StateContext): Promise<Task
   const seconds = (Date.now() - started) / 1000;
   ctx.metrics.restoreDuration.observe({ app: ctx.appId }, seconds);
   ctx.metrics.restoreRemaining.set({ app: ctx.appId, task: task.id }, 0);
+  if (task.restoreProgress) task.restoreProgress.remaining = 0;
   ctx.logger.info(
     { restored: total, seconds, stores: [...stores.keys()] },
     total > 0 ? 'state restored from changelog' : 'state up to date',

@@ -46,6 +46,8 @@ export interface TaskDeps {
   /** Seeks the group consumer of this worker. */
   seek: (topic: string, partition: number, offset: string) => void;
   deadLetterTopic: string;
+  /** Records pushed into each operator, by graph node id; shared by the worker's tasks (/status). */
+  opCounts?: Float64Array;
 }
 
 export class Task {
@@ -95,6 +97,16 @@ export class Task {
 
   get inputTopics(): readonly string[] {
     return this.sub.sourceTopics;
+  }
+
+  /** Changelog records to replay, set by the state restore (for /status); undefined: no state. */
+  restoreProgress: { total: number; remaining: number } | undefined;
+
+  /** Next offset to process per input topic (for /status); null before the first assignment. */
+  positions(): Record<string, string | null> {
+    const out: Record<string, string | null> = {};
+    for (const t of this.sub.sourceTopics) out[t] = this.#next.get(t)?.toString() ?? null;
+    return out;
   }
 
   /** The task's state stores (for queries and metrics), once restored. */
@@ -151,14 +163,20 @@ export class Task {
     this.#collector.clear();
     this.#toCommit.clear();
     this.#dirtyRecords = 0;
-    this.#ops = compileOperators(this.sub.sources, this.#rc, this.#collector, (node, down) => {
-      if (!this.#store)
-        throw new SluiceError(
-          'SLUICE_TOPOLOGY_INVALID',
-          `operator ${node.name} needs state but the task has none`,
-        );
-      return this.#store.processOp(node, down, this.#rc, this.#collector);
-    });
+    this.#ops = compileOperators(
+      this.sub.sources,
+      this.#rc,
+      this.#collector,
+      (node, down) => {
+        if (!this.#store)
+          throw new SluiceError(
+            'SLUICE_TOPOLOGY_INVALID',
+            `operator ${node.name} needs state but the task has none`,
+          );
+        return this.#store.processOp(node, down, this.#rc, this.#collector);
+      },
+      this.#deps.opCounts,
+    );
     this.#lastCheckpoint = Date.now();
     if (this.isClosed) return this.#release();
     this.#to('running');
