@@ -43,6 +43,7 @@ export class GroupView {
   #snap: GroupSnapshot = { state: 'unknown', members: [], owners: new Map(), at: 0 };
   #inflight: Promise<GroupSnapshot> | undefined;
   #stale = true;
+  #closed = false;
 
   constructor(admin: () => Promise<KafkaAdmin>, groupId: string, topology: Topology) {
     this.#admin = admin;
@@ -71,7 +72,13 @@ export class GroupView {
     return this.refresh();
   }
 
+  /** Stops asking the coordinator (the worker stopped and closed its admin client). */
+  close(): void {
+    this.#closed = true;
+  }
+
   refresh(): Promise<GroupSnapshot> {
+    if (this.#closed) return Promise.resolve(this.#snap);
     this.#inflight ??= this.#read().finally(() => {
       this.#inflight = undefined;
     });

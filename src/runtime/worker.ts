@@ -369,6 +369,7 @@ export class Worker {
     this.#state = 'stopping';
     this.logger.info('worker stopping');
     if (this.#timer) clearInterval(this.#timer);
+    this.group.close();
     const tasks = [...this.#tasks.values()];
     await Promise.all(tasks.map((t) => t.close({ checkpoint: !failed })));
     this.#tasks.clear();

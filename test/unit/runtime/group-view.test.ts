@@ -81,3 +81,20 @@ test('GroupView should keep the last snapshot and report the error when the coor
   assert.equal(s.error, 'coordinator gone');
   assert.equal(s.members.length, 2);
 });
+
+test('GroupView should not ask the coordinator once closed', async () => {
+  let calls = 0;
+  const admin = {
+    describeGroupMembers: async () => {
+      calls++;
+      return description();
+    },
+  } as unknown as KafkaAdmin;
+  const view = new GroupView(async () => admin, 'g', layout);
+  await view.get();
+  view.close();
+  view.invalidate();
+  await view.get();
+  void view.current;
+  assert.equal(calls, 1);
+});
