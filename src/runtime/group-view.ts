@@ -44,11 +44,22 @@ export class GroupView {
   #inflight: Promise<GroupSnapshot> | undefined;
   #stale = true;
   #closed = false;
+  readonly #enabled: () => boolean;
 
-  constructor(admin: () => Promise<KafkaAdmin>, groupId: string, topology: Topology) {
+  /**
+   * @param enabled whether asking the coordinator makes sense now (the worker has joined the group
+   *   and is not stopping); until then the empty snapshot is served.
+   */
+  constructor(
+    admin: () => Promise<KafkaAdmin>,
+    groupId: string,
+    topology: Topology,
+    enabled: () => boolean = () => true,
+  ) {
     this.#admin = admin;
     this.#groupId = groupId;
     this.#topology = topology;
+    this.#enabled = enabled;
   }
 
   /** The last snapshot, without waiting (a refresh starts in the background when it is old). */
@@ -78,7 +89,7 @@ export class GroupView {
   }
 
   refresh(): Promise<GroupSnapshot> {
-    if (this.#closed) return Promise.resolve(this.#snap);
+    if (this.#closed || !this.#enabled()) return Promise.resolve(this.#snap);
     this.#inflight ??= this.#read().finally(() => {
       this.#inflight = undefined;
     });

@@ -79,7 +79,12 @@ export class Worker {
     const clientId = `${opts.config.kafka.clientId}-${this.app.id}-${hostname()}-${process.pid}`;
     this.client = new KafkaClient({ ...opts.config.kafka, clientId }, this.logger);
     this.clientId = clientId;
-    this.group = new GroupView(() => this.client.admin(), this.app.id, this.topology);
+    this.group = new GroupView(
+      () => this.client.admin(),
+      this.app.id,
+      this.topology,
+      () => this.#state === 'running' && this.#assignedOnce,
+    );
     const maxNode = Math.max(...this.topology.subtopologies.flatMap((s) => s.nodes.map((n) => n.id)));
     this.opCounts = new Float64Array(maxNode + 1);
   }

@@ -7,7 +7,7 @@ const KEYS = 40;
 const N = 1200;
 
 async function getJson(url: string): Promise<{ status: number; body: any; headers: Headers }> {
-  const r = await fetch(url);
+  const r = await fetch(url, { signal: AbortSignal.timeout(20_000) });
   return { status: r.status, body: await r.json(), headers: r.headers };
 }
 

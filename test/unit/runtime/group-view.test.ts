@@ -98,3 +98,26 @@ test('GroupView should not ask the coordinator once closed', async () => {
   void view.current;
   assert.equal(calls, 1);
 });
+
+test('GroupView should not ask the coordinator before it is enabled (the worker joined)', async () => {
+  let calls = 0;
+  let joined = false;
+  const admin = {
+    describeGroupMembers: async () => {
+      calls++;
+      return description();
+    },
+  } as unknown as KafkaAdmin;
+  const view = new GroupView(
+    async () => admin,
+    'g',
+    layout,
+    () => joined,
+  );
+  void view.current;
+  assert.equal((await view.get()).state, 'unknown');
+  assert.equal(calls, 0);
+  joined = true;
+  assert.equal((await view.get()).state, 'Stable');
+  assert.equal(calls, 1);
+});
