@@ -202,6 +202,15 @@ export class RocksTaskState implements TaskState {
     await this.rocks.close();
   }
 
+  read(store: string, key: Buffer): unknown {
+    const info = this.stores.get(store);
+    if (!info) return undefined;
+    const cached = this.cache.peek(store, key);
+    if (cached) return cached.value;
+    const raw = this.rocks.getSync(store, key);
+    return raw === undefined ? undefined : info.serde.deserialize(raw);
+  }
+
   get taskId(): string {
     return this.#taskId;
   }
@@ -270,6 +279,7 @@ export async function openTaskState(task: Task, ctx: StateContext): Promise<Task
     ctx.metrics.restoreRemaining.set({ app: ctx.appId, task: task.id }, Number(remaining));
     // Every store gets its series, also when nothing is left to replay.
     for (const name of stores.keys()) ctx.metrics.restoreRecords.inc({ app: ctx.appId, store: name }, 0);
+    task.restoreProgress = { total: Number(remaining), remaining: Number(remaining) };
     for (const [name, info] of stores) {
       const r = ranges.get(name)!;
       const from = meta.changelogOffsets[name] !== undefined ? BigInt(meta.changelogOffsets[name]!) : r.low;
@@ -292,6 +302,7 @@ export async function openTaskState(task: Task, ctx: StateContext): Promise<Task
           rocks.writeSync(ops);
           n += records.length;
           remaining -= BigInt(records.length);
+          if (task.restoreProgress) task.restoreProgress.remaining = Number(remaining > 0n ? remaining : 0n);
           ctx.metrics.restoreRemaining.set(
             { app: ctx.appId, task: task.id },
             Number(remaining > 0n ? remaining : 0n),
@@ -313,6 +324,7 @@ export async function openTaskState(task: Task, ctx: StateContext): Promise<Task
   const seconds = (Date.now() - started) / 1000;
   ctx.metrics.restoreDuration.observe({ app: ctx.appId }, seconds);
   ctx.metrics.restoreRemaining.set({ app: ctx.appId, task: task.id }, 0);
+  if (task.restoreProgress) task.restoreProgress.remaining = 0;
   ctx.logger.info(
     { restored: total, seconds, stores: [...stores.keys()] },
     total > 0 ? 'state restored from changelog' : 'state up to date',

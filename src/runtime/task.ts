@@ -47,6 +47,8 @@ export interface TaskDeps {
   /** Seeks the group consumer of this worker. */
   seek: (topic: string, partition: number, offset: string) => void;
   deadLetterTopic: string;
+  /** Records pushed into each operator, by graph node id; shared by the worker's tasks (/status). */
+  opCounts?: Float64Array;
 }
 
 export class Task {
@@ -96,6 +98,16 @@ export class Task {
 
   get inputTopics(): readonly string[] {
     return this.sub.sourceTopics;
+  }
+
+  /** Changelog records to replay, set by the state restore (for /status); undefined: no state. */
+  restoreProgress: { total: number; remaining: number } | undefined;
+
+  /** Next offset to process per input topic (for /status); null before the first assignment. */
+  positions(): Record<string, string | null> {
+    const out: Record<string, string | null> = {};
+    for (const t of this.sub.sourceTopics) out[t] = this.#next.get(t)?.toString() ?? null;
+    return out;
   }
 
   /** The task's state stores (for queries and metrics), once restored. */
@@ -172,6 +184,7 @@ export class Task {
         return this.#store.processOp(node, down, this.#rc, this.#collector, late);
       },
       { late: (operator, action) => this.#deps.metrics.lateRecords.inc({ app, operator, action }) },
+      this.#deps.opCounts,
     );
     this.#lastCheckpoint = Date.now();
     if (this.isClosed) return this.#release();

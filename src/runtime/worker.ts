@@ -10,7 +10,9 @@ import { type MemberInfo, taskIdOf } from '../kafka/task-assigner.js';
 import type { Logger } from '../ops/logger.js';
 import { createWorkerMetrics, initWorkerMetrics, type WorkerMetrics } from '../ops/metrics.js';
 import type { Topology } from '../topology/build.js';
+import { GroupView } from './group-view.js';
 import { InputRateMeter } from './input-rate.js';
+import { buildStatus, type StatusSection } from './status.js';
 import { Task } from './task.js';
 import type { TaskState } from './task-state.js';
 import { deadLetterTopic, type PartitionPlan, prepareTopics } from './topics.js';
@@ -61,6 +63,13 @@ export class Worker {
   readonly #lag = new Map<string, number>();
   #fatal: Error | undefined;
   readonly #inputRate: InputRateMeter;
+  /** The whole group's assignment and HTTP addresses (for /status and routed state queries). */
+  readonly group: GroupView;
+  /** Records pushed into each operator since start, by graph node id (the status page's rates). */
+  readonly opCounts: Float64Array;
+  readonly clientId: string;
+  #memberId: string | undefined;
+  readonly #statusSections = new Map<string, StatusSection>();
 
   constructor(opts: WorkerOptions) {
     this.#opts = opts;
@@ -79,6 +88,43 @@ export class Worker {
     this.#inputRate = new InputRateMeter(this.metrics, this.app.id);
     const clientId = `${opts.config.kafka.clientId}-${this.app.id}-${hostname()}-${process.pid}`;
     this.client = new KafkaClient({ ...opts.config.kafka, clientId }, this.logger);
+    this.clientId = clientId;
+    this.group = new GroupView(
+      () => this.client.admin(),
+      this.app.id,
+      this.topology,
+      () => this.#state === 'running' && this.#assignedOnce,
+    );
+    const maxNode = Math.max(...this.topology.subtopologies.flatMap((s) => s.nodes.map((n) => n.id)));
+    this.opCounts = new Float64Array(maxNode + 1);
+  }
+
+  /** This worker's member id in the group (known after its first assignment). */
+  get memberId(): string | undefined {
+    return this.#memberId;
+  }
+
+  /** The HTTP address this worker advertises to the group. */
+  get httpAddress(): string | undefined {
+    return this.#opts.httpAddress?.();
+  }
+
+  /** Partition count per sub-topology, once the topics are prepared. */
+  get plan(): ReadonlyMap<number, number> {
+    return this.#plan;
+  }
+
+  /**
+   * Adds a section to /status: `fn` runs on every status request and its result appears under
+   * `name` (e.g. `overload`). Keep it cheap and synchronous.
+   * @example worker.addStatusSection('overload', () => ({ shedFraction: shedder.p }))
+   */
+  addStatusSection(name: string, fn: StatusSection): void {
+    this.#statusSections.set(name, fn);
+  }
+
+  get statusSections(): ReadonlyMap<string, StatusSection> {
+    return this.#statusSections;
   }
 
   get state(): WorkerStateName {
@@ -140,7 +186,11 @@ export class Worker {
       },
     });
     await this.#consumer.start({
-      onAssignment: (a) => this.#onAssignment(a),
+      onAssignment: (a, member) => {
+        if (member) this.#memberId = member.memberId;
+        this.group.invalidate();
+        this.#onAssignment(a);
+      },
       onBatch: (b) => this.#onBatch(b),
       onFatal: (e) => this.#fail(e),
     });
@@ -185,6 +235,7 @@ export class Worker {
       seek: (topic: string, partition: number, offset: string) =>
         this.#consumer?.seek(topic, partition, offset),
       deadLetterTopic: deadLetterTopic(this.app.id),
+      opCounts: this.opCounts,
     };
   }
 
@@ -341,6 +392,7 @@ export class Worker {
     this.#state = 'stopping';
     this.logger.info('worker stopping');
     if (this.#timer) clearInterval(this.#timer);
+    this.group.close();
     const tasks = [...this.#tasks.values()];
     await Promise.all(tasks.map((t) => t.close({ checkpoint: !failed })));
     this.#tasks.clear();
@@ -353,22 +405,8 @@ export class Worker {
     this.logger.info('worker stopped');
   }
 
-  /** For /status. */
+  /** For /status (see status.ts). */
   status(): Record<string, unknown> {
-    return {
-      app: this.app.id,
-      state: this.#state,
-      guarantee: this.config.processing.guarantee,
-      tasks: [...this.#tasks.values()].map((t) => ({
-        id: t.id,
-        state: t.state,
-        partition: t.partition,
-        topics: t.inputTopics,
-        lag: Object.fromEntries(
-          t.inputTopics.map((tp) => [tp, this.#lag.get(`${tp}:${t.partition}`) ?? null]),
-        ),
-      })),
-      partitions: Object.fromEntries(this.#plan),
-    };
+    return buildStatus(this);
   }
 }
