@@ -228,6 +228,7 @@ test('docker-compose.yml should run 3 workers whose env, ports and volumes agree
     const cfg = configFrom({ ...sluiceEnv(imageEnv), ...env }, `${name} environment`);
     assert.deepEqual(cfg.kafka.brokers, ['kafka:9092'], `${name}: brokers`);
     assert.equal(cfg.http.host, '0.0.0.0', `${name}: listens beyond loopback`);
+    assert.equal(s.hostname, name, `${name}: advertised to peers as http://${name}:port (its service name)`);
     const ports = (s.ports as string[]).map(String);
     assert.equal(ports.length, 1, `${name}: one port`);
     assert.equal(containerPort(ports[0]!), cfg.http.port, `${name}: published port is SLUICE_HTTP_PORT`);
@@ -335,8 +336,12 @@ const k8s = ['service.yaml', 'statefulset.yaml', 'pdb.yaml'].flatMap((f) =>
 );
 const sts = k8s.find((d) => d.kind === 'StatefulSet');
 const container = sts.spec.template.spec.containers[0];
+/** Downward-API variables the StatefulSet defines for its SLUICE_* values to reference. */
+const K8S_HELPER_ENV = new Set(['POD_NAME']);
 const k8sEnv: Record<string, string> = Object.fromEntries(
-  container.env.map((e: { name: string; value: unknown }) => [e.name, e.value]),
+  container.env
+    .filter((e: { name: string }) => !K8S_HELPER_ENV.has(e.name))
+    .map((e: { name: string; value: unknown }) => [e.name, e.value]),
 );
 
 test('k8s manifests should list every file in the kustomization', () => {
@@ -352,6 +357,10 @@ test('k8s StatefulSet env should be valid config and agree with its port, volume
   }
   const cfg = configFrom({ ...sluiceEnv(imageEnv), ...k8sEnv }, 'StatefulSet env');
   assert.equal(cfg.http.host, '0.0.0.0');
+  // Routed /state queries reach each pod by its stable name under the headless Service.
+  const podName = container.env.find((e: any) => e.name === 'POD_NAME');
+  assert.equal(podName?.valueFrom?.fieldRef?.fieldPath, 'metadata.name');
+  assert.equal(cfg.http.advertisedUrl, `http://$(POD_NAME).${sts.spec.serviceName}:${cfg.http.port}`);
   const http = container.ports.find((p: any) => p.name === 'http');
   assert.equal(http.containerPort, cfg.http.port, 'containerPort http is SLUICE_HTTP_PORT');
   assert.equal(container.livenessProbe.httpGet.path, '/healthz');
