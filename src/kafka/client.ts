@@ -5,6 +5,7 @@ import { GroupConsumer, type GroupConsumerOptions } from './consumer.js';
 import { kafkaLogCreator, kafkaLogLevelFor } from './log-bridge.js';
 import { PartitionReader } from './partition-reader.js';
 import { PlainProducer, TransactionalProducer } from './producer.js';
+import { asAuthError, securityOptions } from './security.js';
 import type { KafkaSettings } from './types.js';
 
 process.env.KAFKAJS_NO_PARTITIONER_WARNING = '1';
@@ -31,6 +32,8 @@ export class KafkaClient {
       logCreator: kafkaLogCreator(logger),
       // A broker outage costs latency, not data: keep retrying for a long while before giving up.
       retry: { initialRetryTime: 200, maxRetryTime: 5000, retries: 12 },
+      // TLS and SASL (holds the key and the password: never log these options).
+      ...securityOptions(settings),
     });
   }
 
@@ -38,7 +41,10 @@ export class KafkaClient {
   async admin(): Promise<KafkaAdmin> {
     if (!this.#admin) {
       const raw: Admin = this.kafka.admin();
-      await raw.connect();
+      // A refused login or an untrusted certificate is not retriable: say so, once, clearly.
+      await raw.connect().catch((e) => {
+        throw asAuthError(e, this.settings);
+      });
       this.#admin = new KafkaAdmin(raw);
     }
     return this.#admin;

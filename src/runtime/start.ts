@@ -4,6 +4,7 @@ import type { SluiceConfig } from '../config/schema.js';
 import { type OpsServer, startOpsServer } from '../ops/http-server.js';
 import { createLogger, type Logger } from '../ops/logger.js';
 import { createRegistry } from '../ops/metrics.js';
+import { secretsOf } from '../ops/redact.js';
 import { openTaskState } from './state-runtime.js';
 import { Worker } from './worker.js';
 
@@ -25,7 +26,9 @@ export async function startWorker(
   config: Readonly<SluiceConfig>,
   opts: { logger?: Logger; registry?: Registry; onFatal?: (e: Error) => void } = {},
 ): Promise<RunningWorker> {
-  const logger = opts.logger ?? createLogger({ level: config.log.level, format: config.log.format });
+  const logger =
+    opts.logger ??
+    createLogger({ level: config.log.level, format: config.log.format, secrets: secretsOf(config) });
   const registry = opts.registry ?? createRegistry();
   let http: OpsServer | undefined;
   const worker = new Worker({
@@ -50,6 +53,7 @@ export async function startWorker(
       port: config.http.port,
       registry,
       logger,
+      auth: { token: config.http.authToken, metrics: config.http.authMetrics },
       health: {
         live: () => worker.liveness(),
         ready: () => worker.readiness(),
