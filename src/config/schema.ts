@@ -75,7 +75,11 @@ const kafkaSasl = z
     }
     for (const k of ['username', 'password'] as const)
       if (s[k] === undefined)
-        ctx.addIssue({ code: 'custom', path: [k], message: `required by kafka.sasl.mechanism ${s.mechanism}` });
+        ctx.addIssue({
+          code: 'custom',
+          path: [k],
+          message: `required by kafka.sasl.mechanism ${s.mechanism}`,
+        });
   });
 
 const kafka = z

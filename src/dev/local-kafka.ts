@@ -17,10 +17,10 @@ import {
   type BrokerSecurity,
   brokerJvmArgs,
   type RunFiles,
-  SAFE_CREDENTIAL,
   renderLogConfig,
   renderServerProperties,
   runFiles,
+  SAFE_CREDENTIAL,
   toolJvmArgs,
 } from './kafka-config.js';
 import {
@@ -332,7 +332,10 @@ async function prepareDataDir(
     : undefined;
   const formatted = existsSync(join(files.kraftDir, 'meta.properties'));
   const scramFile = join(files.dataDir, 'scram-users');
-  const scramUsers = (c.security?.sasl?.users ?? []).map((u) => u.username).sort().join(',');
+  const scramUsers = (c.security?.sasl?.users ?? [])
+    .map((u) => u.username)
+    .sort()
+    .join(',');
   if (formatted && (formattedBy === undefined || formattedBy === c.version)) {
     const had = existsSync(scramFile) ? (await readFile(scramFile, 'utf8')).trim() : '';
     if (scramUsers !== '' && had !== scramUsers) {

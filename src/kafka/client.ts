@@ -5,7 +5,7 @@ import { GroupConsumer, type GroupConsumerOptions } from './consumer.js';
 import { kafkaLogCreator, kafkaLogLevelFor } from './log-bridge.js';
 import { PartitionReader } from './partition-reader.js';
 import { PlainProducer, TransactionalProducer } from './producer.js';
-import { asAuthError, securityOptions } from './security.js';
+import { asAuthError, securityOptions, tlsPreflight } from './security.js';
 import type { KafkaSettings } from './types.js';
 
 process.env.KAFKAJS_NO_PARTITIONER_WARNING = '1';
@@ -19,10 +19,12 @@ export class KafkaClient {
   readonly logger: Logger;
   readonly settings: KafkaSettings;
   #admin: KafkaAdmin | undefined;
+  readonly #ssl: ReturnType<typeof securityOptions>['ssl'];
 
   constructor(settings: KafkaSettings, logger: Logger) {
     this.settings = settings;
     this.logger = logger;
+    const security = securityOptions(settings);
     this.kafka = new Kafka({
       clientId: settings.clientId,
       brokers: [...settings.brokers],
@@ -33,15 +35,19 @@ export class KafkaClient {
       // A broker outage costs latency, not data: keep retrying for a long while before giving up.
       retry: { initialRetryTime: 200, maxRetryTime: 5000, retries: 12 },
       // TLS and SASL (holds the key and the password: never log these options).
-      ...securityOptions(settings),
+      ...security,
     });
+    this.#ssl = security.ssl;
+    if (settings.ssl?.enabled && !settings.ssl.rejectUnauthorized)
+      logger.warn('kafka.ssl.rejectUnauthorized is false: broker certificates are not verified');
   }
 
   /** The shared, connected admin client. */
   async admin(): Promise<KafkaAdmin> {
     if (!this.#admin) {
-      const raw: Admin = this.kafka.admin();
       // A refused login or an untrusted certificate is not retriable: say so, once, clearly.
+      await tlsPreflight(this.settings, this.#ssl);
+      const raw: Admin = this.kafka.admin();
       await raw.connect().catch((e) => {
         throw asAuthError(e, this.settings);
       });

@@ -38,6 +38,9 @@ export function kafkaLogLevelFor(level: string): kafkaLogLevel {
     case 'warn':
     case 'info':
       return kafkaLogLevel.WARN;
+    case 'trace':
+      // Everything, down to kafkajs's per-request lines (a secret-leak test runs at this level).
+      return kafkaLogLevel.DEBUG;
     default:
       return kafkaLogLevel.INFO;
   }

@@ -1,4 +1,6 @@
 import { readFileSync } from 'node:fs';
+import { isIP } from 'node:net';
+import { connect } from 'node:tls';
 import type { KafkaConfig, SASLOptions } from 'kafkajs';
 import { SluiceError } from '../errors.js';
 import type { KafkaSettings } from './types.js';
@@ -16,7 +18,9 @@ export function securityOptions(settings: KafkaSettings): Pick<KafkaConfig, 'ssl
       try {
         return readFileSync(path);
       } catch (e) {
-        throw new SluiceError('SLUICE_CONFIG_INVALID', `kafka.ssl.${what}: cannot read ${path}`, { cause: e });
+        throw new SluiceError('SLUICE_CONFIG_INVALID', `kafka.ssl.${what}: cannot read ${path}`, {
+          cause: e,
+        });
       }
     };
     const ca = read('ca', ssl.ca);
@@ -104,4 +108,39 @@ export function asAuthError(e: unknown, settings: KafkaSettings): unknown {
 /** True for the errors {@link asAuthError} makes. */
 export function isAuthError(e: unknown): boolean {
   return e instanceof SluiceError && e.code === 'SLUICE_KAFKA_AUTH';
+}
+
+/**
+ * One TLS handshake with the first broker that answers, before kafkajs connects: kafkajs treats a
+ * failed certificate check as a retriable connection error and retries it for a minute, so a wrong
+ * CA would look like a broker outage. A refused or silent broker is left to the normal retries.
+ */
+export async function tlsPreflight(
+  settings: KafkaSettings,
+  ssl: Pick<KafkaConfig, 'ssl'>['ssl'],
+): Promise<void> {
+  if (!ssl) return;
+  const opts = typeof ssl === 'object' ? ssl : {};
+  for (const b of settings.brokers) {
+    const i = b.lastIndexOf(':');
+    const host = b.slice(0, i);
+    const port = Number(b.slice(i + 1));
+    const err = await new Promise<Error | undefined>((resolve) => {
+      const socket = connect({ ...opts, host, port, ...(isIP(host) ? {} : { servername: host }) }, () => {
+        socket.end();
+        resolve(undefined);
+      });
+      socket.setTimeout(5000, () => {
+        socket.destroy();
+        resolve(undefined);
+      });
+      socket.once('error', (e) => {
+        socket.destroy();
+        resolve(e);
+      });
+    });
+    if (err === undefined) return;
+    const auth = asAuthError(err, settings);
+    if (auth !== err) throw auth;
+  }
 }

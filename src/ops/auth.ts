@@ -42,17 +42,27 @@ export function hasBearer(req: IncomingMessage, token: string): boolean {
  * Answers 401 (with `WWW-Authenticate: Bearer`) and returns false when `pathname` is guarded and
  * the request lacks the token; returns true when the request may go on.
  */
-export function authorize(req: IncomingMessage, res: ServerResponse, pathname: string, auth: HttpAuth): boolean {
+export function authorize(
+  req: IncomingMessage,
+  res: ServerResponse,
+  pathname: string,
+  auth: HttpAuth,
+): boolean {
   if (!auth.token || !isProtectedPath(pathname, auth)) return true;
   if (hasBearer(req, auth.token)) return true;
   const presented = typeof req.headers.authorization === 'string';
   res.writeHead(401, {
     'content-type': 'text/plain; charset=utf-8',
     'cache-control': 'no-store',
-    'www-authenticate': presented
-      ? 'Bearer realm="sluice", error="invalid_token"'
-      : 'Bearer realm="sluice"',
+    'www-authenticate': presented ? 'Bearer realm="sluice", error="invalid_token"' : 'Bearer realm="sluice"',
   });
   res.end('unauthorized: send Authorization: Bearer <http.authToken>\n');
   return false;
+}
+
+/** A warning to log when the guarded paths are reachable from other machines without a token. */
+export function exposureWarning(host: string, auth: HttpAuth): string | undefined {
+  if (auth.token) return undefined;
+  if (host === 'localhost' || host === '::1' || host.startsWith('127.')) return undefined;
+  return `HTTP listens on ${host} without http.authToken: /status and /state are open to anyone who can reach it`;
 }

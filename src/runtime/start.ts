@@ -1,6 +1,7 @@
 import type { Registry } from 'prom-client';
 import type { App } from '../api/app.js';
 import type { SluiceConfig } from '../config/schema.js';
+import { exposureWarning } from '../ops/auth.js';
 import { type OpsServer, startOpsServer } from '../ops/http-server.js';
 import { createLogger, type Logger } from '../ops/logger.js';
 import { createRegistry } from '../ops/metrics.js';
@@ -61,6 +62,8 @@ export async function startWorker(
       },
     });
     logger.info({ url: http.url }, `metrics at ${http.url}/metrics`);
+    const exposed = exposureWarning(config.http.host, { token: config.http.authToken });
+    if (exposed) logger.warn(exposed);
   }
   try {
     await worker.start();

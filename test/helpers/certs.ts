@@ -27,7 +27,19 @@ function openssl(dir: string, args: string[]): void {
 export function makeTestCerts(dir: string, keystorePassword = 'changeit-123'): TestCerts {
   const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
   for (const ca of ['ca', 'other-ca']) {
-    openssl(dir, ['req', '-x509', ...ec, '-keyout', `${ca}.key`, '-out', `${ca}.pem`, '-days', '2', '-subj', `/CN=sluice-test-${ca}`]);
+    openssl(dir, [
+      'req',
+      '-x509',
+      ...ec,
+      '-keyout',
+      `${ca}.key`,
+      '-out',
+      `${ca}.pem`,
+      '-days',
+      '2',
+      '-subj',
+      `/CN=sluice-test-${ca}`,
+    ]);
   }
   writeFileSync(join(dir, 'broker.ext'), 'subjectAltName=IP:127.0.0.1,DNS:localhost\n');
   writeFileSync(join(dir, 'client.ext'), 'extendedKeyUsage=clientAuth\n');
@@ -37,13 +49,38 @@ export function makeTestCerts(dir: string, keystorePassword = 'changeit-123'): T
   ] as const) {
     openssl(dir, ['req', ...ec, '-keyout', `${name}.key`, '-out', `${name}.csr`, '-subj', subj]);
     openssl(dir, [
-      'x509', '-req', '-in', `${name}.csr`, '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial',
-      '-out', `${name}.pem`, '-days', '2', '-extfile', `${name}.ext`,
+      'x509',
+      '-req',
+      '-in',
+      `${name}.csr`,
+      '-CA',
+      'ca.pem',
+      '-CAkey',
+      'ca.key',
+      '-CAcreateserial',
+      '-out',
+      `${name}.pem`,
+      '-days',
+      '2',
+      '-extfile',
+      `${name}.ext`,
     ]);
   }
   openssl(dir, [
-    'pkcs12', '-export', '-in', 'broker.pem', '-inkey', 'broker.key', '-certfile', 'ca.pem',
-    '-name', 'broker', '-out', 'broker.p12', '-passout', `pass:${keystorePassword}`,
+    'pkcs12',
+    '-export',
+    '-in',
+    'broker.pem',
+    '-inkey',
+    'broker.key',
+    '-certfile',
+    'ca.pem',
+    '-name',
+    'broker',
+    '-out',
+    'broker.p12',
+    '-passout',
+    `pass:${keystorePassword}`,
   ]);
   return {
     dir,
