@@ -18,7 +18,7 @@ export {
   type ValueState,
   valueState,
 } from './api/state.js';
-export { KeyedStream, type NamedOptions, Stream } from './api/stream.js';
+export { KeyedStream, type NamedOptions, type OperatorOptions, Stream } from './api/stream.js';
 export { loadConfig } from './config/load.js';
 export type { SluiceConfig, SluiceConfigInput } from './config/schema.js';
 export {
@@ -31,3 +31,4 @@ export {
   TaskMigratedError,
 } from './errors.js';
 export { type RunningWorker, startWorker } from './runtime/start.js';
+export type { ErrorPolicy } from './topology/nodes.js';

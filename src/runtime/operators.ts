@@ -1,4 +1,5 @@
 import type { Serde } from '../api/serdes.js';
+import { OperatorError } from '../errors.js';
 import type { GraphNode } from '../topology/nodes.js';
 import type { MutableRecordContext } from './record-context.js';
 
@@ -27,6 +28,24 @@ function fanOut(children: Op[]): Op {
   return {
     push(k, v) {
       for (let i = 0; i < children.length; i++) children[i]!.push(k, v);
+    },
+  };
+}
+
+/**
+ * Names the operator that threw, with its error policy. An error from further down the chain
+ * passes through untouched: it was named where it was thrown, since every operator is guarded.
+ */
+function guard(node: GraphNode, op: Op): Op {
+  const name = node.name;
+  const policy = node.onError;
+  return {
+    push(k, v) {
+      try {
+        op.push(k, v);
+      } catch (e) {
+        throw e instanceof OperatorError ? e : new OperatorError(name, e, policy);
+      }
     },
   };
 }
@@ -127,6 +146,7 @@ export function compileOperators(
         break;
       }
     }
+    if (s.kind !== 'source' && s.kind !== 'merge') op = guard(node, op);
     compiled.set(node.id, op);
     return op;
   };

@@ -23,6 +23,13 @@ export type NodeSpec =
 
 export type NodeKind = NodeSpec['kind'];
 
+/**
+ * What happens to a record that cannot be read or whose operator throws: `dlq` writes it to
+ * `<appId>-dlq` with error headers, `skip` counts and drops it, `fail` stops the worker.
+ */
+export type ErrorPolicy = 'dlq' | 'skip' | 'fail';
+export const ERROR_POLICIES: readonly ErrorPolicy[] = ['dlq', 'skip', 'fail'];
+
 export interface StoreSpec {
   /** Store name, unique in the app: `<operator>-<state>`; the changelog is `<appId>-<name>-changelog`. */
   name: string;
@@ -41,6 +48,8 @@ export interface GraphNode {
   readonly keySerde: Serde<any>;
   /** True when records leaving this node are partitioned by their key (keyed state is allowed). */
   readonly keyed: boolean;
+  /** This operator's error policy; the app's `processing.errorPolicy` when absent. */
+  readonly onError?: ErrorPolicy | undefined;
 }
 
 /** Node naming and registration, shared by the App and its streams. */
@@ -52,7 +61,12 @@ export class GraphBuilder {
     kind: NodeKind,
     spec: NodeSpec,
     parents: GraphNode[],
-    opts: { name?: string | undefined; keySerde: Serde<any>; keyed: boolean },
+    opts: {
+      name?: string | undefined;
+      keySerde: Serde<any>;
+      keyed: boolean;
+      onError?: ErrorPolicy | undefined;
+    },
   ): GraphNode {
     const id = this.nodes.length;
     const name = opts.name ?? `${kind}-${id}`;
@@ -60,6 +74,11 @@ export class GraphBuilder {
     if (!/^[A-Za-z0-9._-]+$/.test(name)) {
       throw new Error(
         `operator name ${JSON.stringify(name)} may only hold letters, digits, '.', '_' and '-'`,
+      );
+    }
+    if (opts.onError !== undefined && !ERROR_POLICIES.includes(opts.onError)) {
+      throw new Error(
+        `operator ${JSON.stringify(name)}: onError must be one of ${ERROR_POLICIES.join(', ')}, got ${JSON.stringify(opts.onError)}`,
       );
     }
     this.#names.add(name);
@@ -71,6 +90,7 @@ export class GraphBuilder {
       children: [],
       keySerde: opts.keySerde,
       keyed: opts.keyed,
+      ...(opts.onError !== undefined ? { onError: opts.onError } : {}),
     };
     for (const p of parents) p.children.push(node);
     this.nodes.push(node);

@@ -1,0 +1,168 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { DLQ_HEADERS } from '../../src/runtime/dead-letter.js';
+import { fuzzSeed, rng } from '../helpers/fuzz.js';
+import { deleteTopicsMatching, eventually, jobTopics, produce, readAll } from '../helpers/kafka.js';
+import { type FuzzRecord, fuzzRecords, produceRaw, readRaw } from '../helpers/poison.js';
+import { metricSum, spawnWorker } from '../helpers/workers.js';
+
+const SEED = fuzzSeed(0xd1c_0008);
+const TIMEOUT = { timeout: 180_000 };
+
+/**
+ * Checks a run of the dlq fixture: every good record in the output exactly once, every poison
+ * record in `<appId>-dlq` exactly once with its original bytes and the right headers, skipped
+ * ones nowhere. Both topics are read read_committed: DLQ records are part of the task's transaction.
+ */
+export async function verifyDlqRun(id: string, input: string, output: string, records: FuzzRecord[]) {
+  // Offsets follow produce order within a partition (one idempotent producer, in order).
+  const next = new Map<number, number>();
+  const byPos = new Map<string, FuzzRecord>();
+  for (const r of records) {
+    const o = next.get(r.partition) ?? 0;
+    next.set(r.partition, o + 1);
+    byPos.set(`${r.partition}@${o}`, r);
+  }
+  const good = records.filter((r) => r.fate === 'out');
+  const poison = records.filter((r) => r.fate.startsWith('dlq'));
+  const out = await readAll(output, { expected: good.length, timeoutMs: 120_000 });
+  const seqs = out.map((r) => JSON.parse(r.value!).seq as number).sort((a, b) => a - b);
+  assert.deepEqual(
+    seqs,
+    good.map((r) => r.seq!).sort((a, b) => a - b),
+    'every good record exactly once',
+  );
+  const dlq = await readRaw(`${id}-dlq`, { expected: poison.length, timeoutMs: 60_000 });
+  assert.equal(dlq.length, poison.length, 'every poison record exactly once in the DLQ');
+  const seen = new Set<string>();
+  for (const d of dlq) {
+    const pos = `${d.headers[DLQ_HEADERS.partition]}@${d.headers[DLQ_HEADERS.offset]}`;
+    assert.ok(!seen.has(pos), `DLQ holds ${pos} twice`);
+    seen.add(pos);
+    const src = byPos.get(pos);
+    assert.ok(src, `DLQ record ${pos} matches no input record`);
+    assert.ok(src.fate.startsWith('dlq'), `${pos} (${src.fate}) should not be in the DLQ`);
+    assert.equal(d.headers[DLQ_HEADERS.topic], input);
+    assert.equal(d.headers[DLQ_HEADERS.timestamp], src.timestamp);
+    assert.equal(
+      d.value === null ? null : Buffer.compare(d.value, src.value!),
+      src.value === null ? null : 0,
+      `${pos}: original value bytes`,
+    );
+    assert.equal(Buffer.compare(d.key!, src.key!), 0, `${pos}: original key bytes`);
+    if (src.fate === 'dlq-deserialize') {
+      assert.equal(d.headers[DLQ_HEADERS.errorClass], 'SerdeError', pos);
+      assert.equal(d.headers[DLQ_HEADERS.errorKind], 'deserialize', pos);
+      assert.equal(d.headers[DLQ_HEADERS.operator], undefined, pos);
+    } else {
+      assert.equal(d.headers[DLQ_HEADERS.errorClass], 'TypeError', pos);
+      assert.equal(d.headers[DLQ_HEADERS.errorKind], 'operator', pos);
+      assert.equal(d.headers[DLQ_HEADERS.operator], 'validate', pos);
+      assert.match(d.headers[DLQ_HEADERS.errorMessage]!, /^seq must be a number/);
+    }
+  }
+  return { good: good.length, poison: poison.length, skipped: records.length - good.length - poison.length };
+}
+
+test(
+  'dead-letter fuzz: every good record out once, every poison record in the DLQ once with its headers',
+  TIMEOUT,
+  async (t) => {
+    t.diagnostic(`seed ${SEED}`);
+    const { id, input, output, env } = await jobTopics('t-dlqfuzz', 2);
+    t.after(() => deleteTopicsMatching(id));
+    const records = fuzzRecords(rng(SEED), 400, 2, 300_000);
+    // Poison first in both partitions: it must not block what follows.
+    records.unshift(
+      {
+        partition: 0,
+        key: Buffer.from('k'),
+        value: Buffer.from([0xff, 0xfe]),
+        timestamp: String(Date.now()),
+        fate: 'dlq-deserialize',
+      },
+      {
+        partition: 1,
+        key: Buffer.from('k'),
+        value: Buffer.from('[]'),
+        timestamp: String(Date.now()),
+        fate: 'dlq-operator',
+      },
+    );
+    await produceRaw(input, records);
+    const w = spawnWorker('dlq', { name: 'dlq-fuzz', env });
+    t.after(() => w.kill('SIGTERM'));
+    const counts = await verifyDlqRun(id, input, output, records);
+    t.diagnostic(`good ${counts.good}, poison ${counts.poison}, skipped ${counts.skipped}`);
+    assert.ok(counts.poison > 50 && counts.skipped > 10, 'the mix has every kind');
+    const m = await eventually(async () => {
+      const text = await w.metrics();
+      return metricSum(text, 'sluice_records_dead_lettered_total') >= counts.poison + counts.skipped
+        ? text
+        : '';
+    });
+    assert.equal(metricSum(m, 'sluice_records_dead_lettered_total'), counts.poison + counts.skipped);
+    assert.equal(metricSum(m, 'sluice_records_in_total'), records.length);
+    assert.equal(await w.kill('SIGTERM'), 0);
+  },
+);
+
+test('per-operator policy should win over the app policy: app skip, validate fail', TIMEOUT, async (t) => {
+  const { id, input, output, env } = await jobTopics('t-dlqpol1', 1);
+  t.after(() => deleteTopicsMatching(id));
+  await produce(input, [
+    { key: 'a', value: JSON.stringify({ seq: 1 }) },
+    { key: 'a', value: '{"seq": ' },
+    { key: 'a', value: JSON.stringify({ seq: 2, skipMe: true }) },
+    { key: 'a', value: JSON.stringify({ seq: 3 }) },
+  ]);
+  const w = spawnWorker('dlq', {
+    name: 'pol1',
+    env: { ...env, SLUICE_PROCESSING_ERROR_POLICY: 'skip', TEST_VALIDATE_ON_ERROR: 'fail' },
+  });
+  t.after(() => w.kill('SIGKILL'));
+  const out = await readAll(output, { expected: 2 });
+  assert.deepEqual(
+    out.map((r) => JSON.parse(r.value!).seq),
+    [1, 3],
+    'the undecodable record is skipped (app policy)',
+  );
+  await produce(input, [{ key: 'a', value: '"not an object"' }]);
+  const code = await Promise.race([w.exited, new Promise((r) => setTimeout(() => r('hung'), 60_000))]);
+  assert.equal(code, 1, 'validate fails the worker');
+  assert.match(w.logs.join('\n'), /failed \(operator in operator validate\): seq must be a number/);
+  assert.equal(
+    (await readAll(`${id}-dlq`, { timeoutMs: 3000 })).length,
+    0,
+    'nothing dead-lettered under skip/fail',
+  );
+});
+
+test('per-operator policy should win over the app policy: app fail, validate dlq', TIMEOUT, async (t) => {
+  const { id, input, output, env } = await jobTopics('t-dlqpol2', 1);
+  t.after(() => deleteTopicsMatching(id));
+  await produce(input, [
+    { key: 'a', value: JSON.stringify({ seq: 1 }) },
+    { key: 'a', value: 'null' },
+    { key: 'a', value: JSON.stringify({ seq: 2, skipMe: true }) },
+    { key: 'a', value: JSON.stringify({ seq: 3 }) },
+  ]);
+  const w = spawnWorker('dlq', {
+    name: 'pol2',
+    env: { ...env, SLUICE_PROCESSING_ERROR_POLICY: 'fail', TEST_VALIDATE_ON_ERROR: 'dlq' },
+  });
+  t.after(() => w.kill('SIGKILL'));
+  const out = await readAll(output, { expected: 2 });
+  assert.deepEqual(
+    out.map((r) => JSON.parse(r.value!).seq),
+    [1, 3],
+  );
+  const dlq = await readAll(`${id}-dlq`, { expected: 1 });
+  assert.equal(dlq.length, 1);
+  assert.equal(dlq[0]!.headers[DLQ_HEADERS.operator], 'validate');
+  assert.equal(dlq[0]!.headers[DLQ_HEADERS.offset], '1');
+  await produce(input, [{ key: 'a', value: '{"seq": ' }]);
+  const code = await Promise.race([w.exited, new Promise((r) => setTimeout(() => r('hung'), 60_000))]);
+  assert.equal(code, 1, 'an undecodable record fails the worker under the app policy');
+  assert.match(w.logs.join('\n'), /failed \(deserialize\): invalid JSON/);
+});
