@@ -3,66 +3,11 @@ import { test } from 'node:test';
 import { DLQ_HEADERS } from '../../src/runtime/dead-letter.js';
 import { fuzzSeed, rng } from '../helpers/fuzz.js';
 import { deleteTopicsMatching, eventually, jobTopics, produce, readAll } from '../helpers/kafka.js';
-import { type FuzzRecord, fuzzRecords, produceRaw, readRaw } from '../helpers/poison.js';
+import { fuzzRecords, produceRaw, verifyDlqRun } from '../helpers/poison.js';
 import { metricSum, spawnWorker } from '../helpers/workers.js';
 
 const SEED = fuzzSeed(0xd1c_0008);
 const TIMEOUT = { timeout: 180_000 };
-
-/**
- * Checks a run of the dlq fixture: every good record in the output exactly once, every poison
- * record in `<appId>-dlq` exactly once with its original bytes and the right headers, skipped
- * ones nowhere. Both topics are read read_committed: DLQ records are part of the task's transaction.
- */
-export async function verifyDlqRun(id: string, input: string, output: string, records: FuzzRecord[]) {
-  // Offsets follow produce order within a partition (one idempotent producer, in order).
-  const next = new Map<number, number>();
-  const byPos = new Map<string, FuzzRecord>();
-  for (const r of records) {
-    const o = next.get(r.partition) ?? 0;
-    next.set(r.partition, o + 1);
-    byPos.set(`${r.partition}@${o}`, r);
-  }
-  const good = records.filter((r) => r.fate === 'out');
-  const poison = records.filter((r) => r.fate.startsWith('dlq'));
-  const out = await readAll(output, { expected: good.length, timeoutMs: 120_000 });
-  const seqs = out.map((r) => JSON.parse(r.value!).seq as number).sort((a, b) => a - b);
-  assert.deepEqual(
-    seqs,
-    good.map((r) => r.seq!).sort((a, b) => a - b),
-    'every good record exactly once',
-  );
-  const dlq = await readRaw(`${id}-dlq`, { expected: poison.length, timeoutMs: 60_000 });
-  assert.equal(dlq.length, poison.length, 'every poison record exactly once in the DLQ');
-  const seen = new Set<string>();
-  for (const d of dlq) {
-    const pos = `${d.headers[DLQ_HEADERS.partition]}@${d.headers[DLQ_HEADERS.offset]}`;
-    assert.ok(!seen.has(pos), `DLQ holds ${pos} twice`);
-    seen.add(pos);
-    const src = byPos.get(pos);
-    assert.ok(src, `DLQ record ${pos} matches no input record`);
-    assert.ok(src.fate.startsWith('dlq'), `${pos} (${src.fate}) should not be in the DLQ`);
-    assert.equal(d.headers[DLQ_HEADERS.topic], input);
-    assert.equal(d.headers[DLQ_HEADERS.timestamp], src.timestamp);
-    assert.equal(
-      d.value === null ? null : Buffer.compare(d.value, src.value!),
-      src.value === null ? null : 0,
-      `${pos}: original value bytes`,
-    );
-    assert.equal(Buffer.compare(d.key!, src.key!), 0, `${pos}: original key bytes`);
-    if (src.fate === 'dlq-deserialize') {
-      assert.equal(d.headers[DLQ_HEADERS.errorClass], 'SerdeError', pos);
-      assert.equal(d.headers[DLQ_HEADERS.errorKind], 'deserialize', pos);
-      assert.equal(d.headers[DLQ_HEADERS.operator], undefined, pos);
-    } else {
-      assert.equal(d.headers[DLQ_HEADERS.errorClass], 'TypeError', pos);
-      assert.equal(d.headers[DLQ_HEADERS.errorKind], 'operator', pos);
-      assert.equal(d.headers[DLQ_HEADERS.operator], 'validate', pos);
-      assert.match(d.headers[DLQ_HEADERS.errorMessage]!, /^seq must be a number/);
-    }
-  }
-  return { good: good.length, poison: poison.length, skipped: records.length - good.length - poison.length };
-}
 
 test(
   'dead-letter fuzz: every good record out once, every poison record in the DLQ once with its headers',
