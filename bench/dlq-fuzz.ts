@@ -6,7 +6,7 @@
  * record in `<appId>-dlq` exactly once with the right headers (both read_committed).
  *
  *   npx tsc -p . && KAFKA_BROKERS=127.0.0.1:19092 node dist/bench/dlq-fuzz.js \
- *     [--records 20000] [--partitions 4] [--workers 2] [--kill-every-ms 4000] [--seed 1] [--huge 100000]
+ *     [--records 20000] [--partitions 4] [--workers 2] [--kill-every-ms 30000] [--seed 1] [--huge 20000]
  *
  * Prints the counts, the kills, the time, and PASS or the first failed check (exit 1).
  */
@@ -14,7 +14,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { rng } from '../test/helpers/fuzz.js';
-import { deleteTopicsMatching, jobTopics } from '../test/helpers/kafka.js';
+import { deleteTopicsMatching, jobTopics, withAdmin } from '../test/helpers/kafka.js';
 import { fuzzRecords, produceRaw, verifyDlqRun } from '../test/helpers/poison.js';
 import { spawnWorker, type WorkerProcess } from '../test/helpers/workers.js';
 
@@ -29,9 +29,9 @@ function option(name: string, fallback: number): number {
 const records = option('records', 20_000);
 const partitions = option('partitions', 4);
 const workers = option('workers', 2);
-const killEveryMs = option('kill-every-ms', 4000);
+const killEveryMs = option('kill-every-ms', 30_000);
 const seed = option('seed', 1);
-const huge = option('huge', 100_000);
+const huge = option('huge', 20_000);
 
 const started = Date.now();
 const job = await jobTopics('bench-dlqfuzz', partitions);
@@ -40,10 +40,31 @@ await produceRaw(job.input, input);
 console.log(`produced ${records} records in ${Date.now() - started} ms (seed ${seed})`);
 
 const stateDirs = Array.from({ length: workers }, () => mkdtempSync(join(tmpdir(), 'sluice-bench-dlq-')));
-const spawn = (i: number) => spawnWorker('dlq', { name: `w${i}`, env: job.env, stateDir: stateDirs[i]! });
+// A SIGKILLed member holds its partitions until its session expires: keep that short, and the
+// kills further apart than it, or the group never settles (a property of the group protocol).
+const env = {
+  ...job.env,
+  SLUICE_KAFKA_SESSION_TIMEOUT_MS: '10000',
+  SLUICE_KAFKA_HEARTBEAT_INTERVAL_MS: '1000',
+};
+const spawn = (i: number) => spawnWorker('dlq', { name: `w${i}`, env, stateDir: stateDirs[i]! });
 const running: WorkerProcess[] = stateDirs.map((_, i) => spawn(i));
 let kills = 0;
 let done = false;
+// Never leave workers behind: they are our children, not detached.
+for (const sig of ['SIGINT', 'SIGTERM'] as const) {
+  process.once(sig, () => {
+    for (const w of running) w.child.kill('SIGKILL');
+    process.exit(130);
+  });
+}
+const progress = setInterval(async () => {
+  const ends = await withAdmin((a) => a.fetchTopicOffsets(job.output)).catch(() => []);
+  const high = ends.reduce((n, p) => n + Number(p.high), 0);
+  console.log(
+    `${Math.round((Date.now() - started) / 1000)} s: output log end ${high} (records + commit markers), ${kills} SIGKILLs`,
+  );
+}, 15_000);
 const killer = (async () => {
   const r = rng(seed + 7);
   while (!done && killEveryMs > 0) {
@@ -71,8 +92,21 @@ try {
   failed = e;
 } finally {
   done = true;
+  clearInterval(progress);
   await killer;
-  await Promise.all(running.map((w) => w.kill('SIGTERM')));
+  // A worker that has not exited 40 s after SIGTERM is reported and killed.
+  await Promise.all(
+    running.map(async (w) => {
+      const code = await Promise.race([
+        w.kill('SIGTERM'),
+        new Promise((r) => setTimeout(() => r('stuck'), 40_000)),
+      ]);
+      if (code === 'stuck') {
+        console.log(`${w.name} did not exit within 40 s of SIGTERM; SIGKILL`);
+        await w.kill('SIGKILL');
+      }
+    }),
+  );
   await deleteTopicsMatching(job.id);
 }
 if (failed) {

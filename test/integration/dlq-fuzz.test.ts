@@ -2,8 +2,15 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { DLQ_HEADERS } from '../../src/runtime/dead-letter.js';
 import { fuzzSeed, rng } from '../helpers/fuzz.js';
-import { deleteTopicsMatching, eventually, jobTopics, produce, readAll } from '../helpers/kafka.js';
-import { fuzzRecords, produceRaw, verifyDlqRun } from '../helpers/poison.js';
+import {
+  deleteTopicsMatching,
+  eventually,
+  jobTopics,
+  produce,
+  readAll,
+  withAdmin,
+} from '../helpers/kafka.js';
+import { type FuzzRecord, fuzzRecords, produceRaw, verifyDlqRun } from '../helpers/poison.js';
 import { metricSum, spawnWorker } from '../helpers/workers.js';
 
 const SEED = fuzzSeed(0xd1c_0008);
@@ -40,6 +47,14 @@ test(
     const counts = await verifyDlqRun(id, input, output, records);
     t.diagnostic(`good ${counts.good}, poison ${counts.poison}, skipped ${counts.skipped}`);
     assert.ok(counts.poison > 50 && counts.skipped > 10, 'the mix has every kind');
+    // The DLQ was written in transactions: each commit leaves a control marker in the partition,
+    // so its log holds more offsets than the records a read_committed reader sees.
+    const ends = await withAdmin((a) => a.fetchTopicOffsets(`${id}-dlq`));
+    const offsets = ends.reduce((n, p) => n + Number(p.high) - Number(p.low), 0);
+    assert.ok(
+      offsets > counts.poison,
+      `DLQ offsets ${offsets} should exceed its ${counts.poison} records (commit markers)`,
+    );
     const m = await eventually(async () => {
       const text = await w.metrics();
       return metricSum(text, 'sluice_records_dead_lettered_total') >= counts.poison + counts.skipped
@@ -111,3 +126,49 @@ test('per-operator policy should win over the app policy: app fail, validate dlq
   assert.equal(code, 1, 'an undecodable record fails the worker under the app policy');
   assert.match(w.logs.join('\n'), /failed \(deserialize\): invalid JSON/);
 });
+
+test(
+  'huge poison records should reach the DLQ even when several fall into one checkpoint',
+  TIMEOUT,
+  async (t) => {
+    const { id, input, output, env } = await jobTopics('t-dlqhuge', 1);
+    t.after(() => deleteTopicsMatching(id));
+    // Six ~300 KB undecodable records in a row: together far above the broker's 1 MB batch limit.
+    const ts = String(Date.now());
+    const records: FuzzRecord[] = [
+      {
+        partition: 0,
+        key: Buffer.from('a'),
+        value: Buffer.from(JSON.stringify({ seq: 0 })),
+        timestamp: ts,
+        fate: 'out',
+        seq: 0,
+      },
+      ...Array.from(
+        { length: 6 },
+        (_, i): FuzzRecord => ({
+          partition: 0,
+          key: Buffer.from('a'),
+          value: Buffer.from(`{"huge${i}":"${'z'.repeat(300_000)}`),
+          timestamp: ts,
+          fate: 'dlq-deserialize',
+        }),
+      ),
+      {
+        partition: 0,
+        key: Buffer.from('a'),
+        value: Buffer.from(JSON.stringify({ seq: 7 })),
+        timestamp: ts,
+        fate: 'out',
+        seq: 7,
+      },
+    ];
+    await produceRaw(input, records);
+    const w = spawnWorker('dlq', {
+      name: 'dlq-huge',
+      env: { ...env, SLUICE_PROCESSING_COMMIT_INTERVAL_MS: '2000' },
+    });
+    t.after(() => w.kill('SIGTERM'));
+    await verifyDlqRun(id, input, output, records, 60_000);
+  },
+);
