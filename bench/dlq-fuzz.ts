@@ -107,7 +107,8 @@ try {
       }
     }),
   );
-  await deleteTopicsMatching(job.id);
+  if (failed) console.log(`kept topics ${job.id}-* for a look`);
+  else await deleteTopicsMatching(job.id);
 }
 if (failed) {
   console.log(`FAIL: ${(failed as Error).message}`);
