@@ -1,3 +1,5 @@
+// First: kafkajs must load with the fixed read_committed filter (see aborted-filter.ts).
+import './aborted-filter.js';
 import { type Admin, Kafka, type Producer } from 'kafkajs';
 import type { Logger } from '../ops/logger.js';
 import { KafkaAdmin } from './admin.js';
