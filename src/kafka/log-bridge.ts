@@ -1,3 +1,5 @@
+// First: kafkajs must load with the fixed read_committed filter (see aborted-filter.ts).
+import './aborted-filter.js';
 import { logLevel as kafkaLogLevel, type logCreator } from 'kafkajs';
 import type { Logger } from '../ops/logger.js';
 
@@ -38,6 +40,9 @@ export function kafkaLogLevelFor(level: string): kafkaLogLevel {
     case 'warn':
     case 'info':
       return kafkaLogLevel.WARN;
+    case 'trace':
+      // Everything, down to kafkajs's per-request lines (a secret-leak test runs at this level).
+      return kafkaLogLevel.DEBUG;
     default:
       return kafkaLogLevel.INFO;
   }

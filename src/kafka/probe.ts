@@ -1,3 +1,5 @@
+// First: kafkajs must load with the fixed read_committed filter (see aborted-filter.ts).
+import './aborted-filter.js';
 import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Kafka, logLevel } from 'kafkajs';

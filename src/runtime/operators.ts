@@ -1,4 +1,5 @@
 import type { Serde } from '../api/serdes.js';
+import { OperatorError } from '../errors.js';
 import type { GraphNode } from '../topology/nodes.js';
 import type { MutableRecordContext } from './record-context.js';
 
@@ -61,6 +62,35 @@ function counted(op: Op, id: number, counts: Float64Array): Op {
     };
   }
   return wrapped;
+}
+
+/**
+ * Names the operator that threw, with its error policy. An error from further down the chain
+ * passes through untouched: it was named where it was thrown, since every operator is guarded.
+ */
+function guard(node: GraphNode, op: Op): Op {
+  const name = node.name;
+  const policy = node.onError;
+  const guarded: Op = {
+    push(k, v) {
+      try {
+        op.push(k, v);
+      } catch (e) {
+        throw e instanceof OperatorError ? e : new OperatorError(name, e, policy);
+      }
+    },
+  };
+  if (op.side) {
+    const side = op.side.bind(op);
+    guarded.side = (i, k, v) => {
+      try {
+        side(i, k, v);
+      } catch (e) {
+        throw e instanceof OperatorError ? e : new OperatorError(name, e, policy);
+      }
+    };
+  }
+  return guarded;
 }
 
 /**
@@ -187,6 +217,7 @@ export function compileOperators(
         break;
       }
     }
+    if (s.kind !== 'source' && s.kind !== 'merge') op = guard(node, op);
     if (counts && node.id < counts.length) op = counted(op, node.id, counts);
     compiled.set(node.id, op);
     return op;

@@ -1,5 +1,5 @@
 import type { SluiceConfig } from '../config/schema.js';
-import { SerdeError, SluiceError } from '../errors.js';
+import { OperatorError, SerdeError, SluiceError, safeString } from '../errors.js';
 import type { KafkaClient } from '../kafka/client.js';
 import type { PlainProducer, TransactionalProducer, WrittenOffsets } from '../kafka/producer.js';
 import type { InRecord, OutRecord, TopicPartitionOffset } from '../kafka/types.js';
@@ -261,7 +261,7 @@ export class Task {
           rc.timestamp = t;
         }
       } catch (e) {
-        this.#deadLetter(topic, r, e instanceof SluiceError ? e : new SerdeError(String(e), e));
+        this.#deadLetter(topic, r, e instanceof SluiceError ? e : new SerdeError(safeString(e), e));
         continue;
       }
       if (inWatermark && rc.timestamp > maxTs) {
@@ -352,12 +352,16 @@ export class Task {
   }
 
   #deadLetter(topic: string, r: InRecord, err: unknown): void {
-    const kind = err instanceof SerdeError ? 'deserialize' : 'operator';
-    const e = err instanceof Error ? err : new Error(String(err));
-    if (this.#policy === 'fail') {
+    // An operator's own policy (`onError`) wins over the app's; the headers name the user's error.
+    const op = err instanceof OperatorError ? err : undefined;
+    const policy = op?.policy ?? this.#policy;
+    const cause = op ? op.cause : err;
+    const kind = op || !(err instanceof SerdeError) ? 'operator' : 'deserialize';
+    const e = cause instanceof Error ? cause : new Error(safeString(cause));
+    if (policy === 'fail') {
       throw new SluiceError(
         'SLUICE_OPERATOR',
-        `record ${topic}/${this.partition}@${r.offset} failed (${kind}): ${e.message}`,
+        `record ${topic}/${this.partition}@${r.offset} failed (${kind}${op ? ` in operator ${op.operator}` : ''}): ${e.message}`,
         { cause: e },
       );
     }
@@ -366,13 +370,13 @@ export class Task {
       this.#dlqSeen.add(sig);
       if (this.#dlqSeen.size > 1000) this.#dlqSeen.clear();
       this.logger.warn(
-        { err: e, topic, partition: this.partition, offset: r.offset, policy: this.#policy },
+        { err: e, topic, partition: this.partition, offset: r.offset, policy, operator: op?.operator },
         `bad record (${kind}); logged once per kind`,
       );
     }
     this.#deps.metrics.recordsDeadLettered.inc({ app: this.#deps.appId, reason: kind });
-    if (this.#policy === 'dlq') {
-      const d = deadLetterRecord(r, e, { topic, partition: this.partition, kind });
+    if (policy === 'dlq') {
+      const d = deadLetterRecord(r, e, { topic, partition: this.partition, kind, operator: op?.operator });
       this.#collector.emit(this.#deps.deadLetterTopic, d.key, d.value, Number(r.timestamp), d.headers);
     }
   }

@@ -6,6 +6,7 @@ import { SluiceError } from '../errors.js';
 import { KafkaClient } from '../kafka/client.js';
 import type { BatchContext, GroupConsumer } from '../kafka/consumer.js';
 import type { PlainProducer } from '../kafka/producer.js';
+import { isAuthError } from '../kafka/security.js';
 import { type MemberInfo, taskIdOf } from '../kafka/task-assigner.js';
 import type { Logger } from '../ops/logger.js';
 import { createWorkerMetrics, initWorkerMetrics, type WorkerMetrics } from '../ops/metrics.js';
@@ -166,7 +167,11 @@ export class Worker {
       'worker starting',
     );
     this.logger.debug(this.topology.describe());
-    const admin = await this.#retrying('connect to Kafka', () => this.client.admin());
+    const admin = await this.#retrying(
+      'connect to Kafka',
+      () => this.client.admin(),
+      (e) => !isAuthError(e),
+    );
     this.#plan = await this.#retrying(
       'prepare topics',
       () => prepareTopics(admin, this.topology),
