@@ -44,7 +44,24 @@ async function runWorker(jobFile: string, config: Readonly<SluiceConfig>): Promi
   deadline.unref();
   await running.stop();
   clearTimeout(deadline);
+  exitWhenStuck(running.logger, fatal ? 1 : 0);
   return fatal ? 1 : 0;
+}
+
+/**
+ * Everything is committed and released at this point, but after a broker outage kafkajs can leave
+ * a socket or a retry timer behind that keeps the event loop, hence the process, alive forever
+ * (seen in test/integration/broker-outage.test.ts). If the process has not ended by itself within
+ * 2 s, end it, naming what was still open.
+ */
+function exitWhenStuck(logger: { warn: (o: object, m: string) => void }, code: number): void {
+  setTimeout(() => {
+    logger.warn(
+      { open: process.getActiveResourcesInfo().filter((r) => r !== 'Timeout') },
+      'stopped, but something kept the process alive; exiting',
+    );
+    process.exit(code);
+  }, 2000).unref();
 }
 
 export async function runCommand(argv: string[]): Promise<number> {
