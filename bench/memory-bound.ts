@@ -212,7 +212,7 @@ async function main(): Promise<void> {
     name: 'w',
     stateDir,
     env: { TEST_APP_ID: id, TEST_INPUT: input, TEST_OUTPUT: output, TEST_SLOW_US: String(o.slowUs) },
-    args: ['--log-level', 'warn', '--state.cacheMaxBytes', String(o.cacheBytes)],
+    args: ['--log-level', 'info', '--state.cacheMaxBytes', String(o.cacheBytes)],
   });
   await worker.url();
   const t0 = Date.now();

@@ -33,9 +33,13 @@ export class RunningSumInput {
   readonly #random: () => number;
   readonly #keys: number;
 
-  constructor(opts: { seed: number; keys: number }) {
+  readonly #pad: string;
+
+  /** `keyPadding`: characters appended to every key (to make state big, e.g. to fill a disk). */
+  constructor(opts: { seed: number; keys: number; keyPadding?: number }) {
     this.#random = rng(opts.seed);
     this.#keys = opts.keys;
+    this.#pad = opts.keyPadding ? `-${'x'.repeat(opts.keyPadding)}` : '';
   }
 
   /** Records produced so far. */
@@ -47,7 +51,7 @@ export class RunningSumInput {
   next(n: number): TestRecord[] {
     const out: TestRecord[] = [];
     for (let i = 0; i < n; i++) {
-      const k = `k${Math.floor(this.#random() * this.#keys)}`;
+      const k = `k${Math.floor(this.#random() * this.#keys)}${this.#pad}`;
       const v = 1 + Math.floor(this.#random() * 9);
       const seq = this.#seq++;
       out.push({ key: k, value: JSON.stringify({ k, v, seq }) });
