@@ -155,7 +155,9 @@ async function sample(
 ): Promise<Sample | undefined> {
   const rss = rssOf(w.child.pid!);
   if (rss === undefined) return undefined;
+  // A scrape can time out on a loaded machine: NaN prints as '—' (RSS is read from /proc anyway).
   const text = await w.metrics().catch(() => '');
+  if (text === '') return { s: (Date.now() - t0) / 1000, rss, heap: NaN, cache: NaN, in: NaN, out: NaN, lag: NaN };
   return {
     s: (Date.now() - t0) / 1000,
     rss,
@@ -176,9 +178,11 @@ function table(samples: Sample[], rows: number): string {
     '| t (s) | input records processed | output records committed | input lag | RSS (MiB) | heap used (MiB) | cache (MiB, sum of tasks) |',
     '|---:|---:|---:|---:|---:|---:|---:|',
   ];
+  const n = (v: number) => (Number.isNaN(v) ? '—' : v.toLocaleString('en'));
+  const mb = (v: number) => (Number.isNaN(v) ? '—' : fmtMb(v));
   for (const x of pick)
     lines.push(
-      `| ${x.s.toFixed(0)} | ${x.in.toLocaleString('en')} | ${x.out.toLocaleString('en')} | ${x.lag.toLocaleString('en')} | ${fmtMb(x.rss)} | ${fmtMb(x.heap)} | ${fmtMb(x.cache)} |`,
+      `| ${x.s.toFixed(0)} | ${n(x.in)} | ${n(x.out)} | ${n(x.lag)} | ${fmtMb(x.rss)} | ${mb(x.heap)} | ${mb(x.cache)} |`,
     );
   return lines.join('\n');
 }
@@ -243,7 +247,7 @@ async function main(): Promise<void> {
         process.stderr.write(
           `[${s.s.toFixed(0)}s] in ${s.in} out ${s.out} lag ${s.lag} rss ${fmtMb(s.rss)} MiB heap ${fmtMb(s.heap)} MiB cache ${fmtMb(s.cache)} MiB\n`,
         );
-      if (o.mode === 'keys' && !producing && s.out >= o.keys) break;
+      if (o.mode === 'keys' && !producing && s.out >= o.keys) break; // NaN (failed scrape) compares false
       if (o.mode === 'slow' && Date.now() > deadline) break;
       if (Date.now() > deadline) throw new Error('timed out');
     }
