@@ -8,25 +8,39 @@
  *  --mode slow: an overloaded worker. The slow-sum job (TEST_SLOW_US of CPU per record, default
  *     500 µs, i.e. ≤ ~2,000 records/s) is offered --rate records/s (default 8,000) for --minutes
  *     (default 4): its lag grows all the time, its RSS must not.
+ *  --mode sink: a slow sink. The running-sum job is offered --rate records/s while the broker
+ *     throttles the worker's producers to --sink-bytes bytes/s (a Kafka client quota,
+ *     `producer_byte_rate`, set with the Kafka tools of the local launcher's jars): every
+ *     checkpoint's writes crawl, the lag grows, RSS must stay flat.
  *
  *   npx tsc -p . && KAFKA_BROKERS=127.0.0.1:19792 node dist/bench/memory-bound.js
- *     [--mode keys|slow] [--keys N] [--cache-bytes B] [--minutes M] [--rate R] [--slow-us U]
+ *     [--mode keys|slow|sink] [--keys N] [--cache-bytes B] [--minutes M] [--rate R] [--slow-us U]
+ *     [--sink-bytes B] [--heap-mb M]
+ *
+ * `--heap-mb M` runs the worker with `--max-old-space-size=M`: V8 collects lazily, so a growing
+ * "heap used" may be garbage; under a hard limit a worker that really retained memory would die
+ * with an out-of-memory error, one that does not keeps running.
  *     [--partitions P] [--no-write]
  *
  * Results (samples of RSS, heap, cache bytes and progress, and the verdict) are printed and
  * appended to bench/results/memory-<YYYY-MM-DD>.md.
  */
 import { appendFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { cpus, tmpdir } from 'node:os';
+import { execFileSync } from 'node:child_process';
+import { cpus, hostname, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { resolveKafka } from '../src/dev/local-kafka.js';
 import { brokers, createTopics, deleteTopicsMatching, testKafka, uniqueName } from '../test/helpers/kafka.js';
 import { metricSum, spawnWorker, type WorkerProcess } from '../test/helpers/workers.js';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 
 interface Options {
-  mode: 'keys' | 'slow';
+  mode: 'keys' | 'slow' | 'sink';
+  sinkBytes: number;
+  /** Worker heap limit (--max-old-space-size), 0 = Node's default. */
+  heapMb: number;
   keys: number;
   cacheBytes: number;
   minutes: number;
@@ -44,6 +58,8 @@ function parseOptions(argv: string[]): Options {
     minutes: 4,
     rate: 8000,
     slowUs: 500,
+    sinkBytes: 50_000,
+    heapMb: 0,
     partitions: 4,
     write: true,
   };
@@ -57,7 +73,7 @@ function parseOptions(argv: string[]): Options {
     switch (flag) {
       case '--mode': {
         const m = argv[++i];
-        if (m !== 'keys' && m !== 'slow') throw new Error('--mode is keys or slow');
+        if (m !== 'keys' && m !== 'slow' && m !== 'sink') throw new Error('--mode is keys, slow or sink');
         o.mode = m;
         break;
       }
@@ -76,6 +92,12 @@ function parseOptions(argv: string[]): Options {
       case '--slow-us':
         o.slowUs = num();
         break;
+      case '--sink-bytes':
+        o.sinkBytes = Math.floor(num());
+        break;
+      case '--heap-mb':
+        o.heapMb = Math.floor(num());
+        break;
       case '--partitions':
         o.partitions = Math.floor(num());
         break;
@@ -90,6 +112,17 @@ function parseOptions(argv: string[]): Options {
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Sets (or with `rate` undefined, deletes) a broker-side produce quota for one client id. */
+async function produceQuota(clientId: string, rate: number | undefined): Promise<void> {
+  const { libsDir } = await resolveKafka({});
+  const change = rate === undefined ? ['--delete-config', 'producer_byte_rate'] : ['--add-config', `producer_byte_rate=${rate}`];
+  execFileSync(
+    'java',
+    ['-cp', `${libsDir}/*`, 'org.apache.kafka.tools.ConfigCommand', '--bootstrap-server', brokers()[0]!, '--alter', ...change, '--entity-type', 'clients', '--entity-name', clientId],
+    { stdio: 'ignore' },
+  );
+}
 
 /** Resident set size of a process in bytes (VmRSS), or undefined once it is gone. */
 function rssOf(pid: number): number | undefined {
@@ -109,6 +142,8 @@ interface Sample {
   in: number;
   out: number;
   lag: number;
+  /** Checkpoints that failed (each resets its task). */
+  fails: number;
 }
 
 const MB = 1024 * 1024;
@@ -157,7 +192,7 @@ async function sample(
   if (rss === undefined) return undefined;
   // A scrape can time out on a loaded machine: NaN prints as '—' (RSS is read from /proc anyway).
   const text = await w.metrics().catch(() => '');
-  if (text === '') return { s: (Date.now() - t0) / 1000, rss, heap: NaN, cache: NaN, in: NaN, out: NaN, lag: NaN };
+  if (text === '') return { s: (Date.now() - t0) / 1000, rss, heap: NaN, cache: NaN, in: NaN, out: NaN, lag: NaN, fails: NaN };
   return {
     s: (Date.now() - t0) / 1000,
     rss,
@@ -166,6 +201,7 @@ async function sample(
     in: metricSum(text, 'sluice_records_in_total', { topic: input }),
     out: metricSum(text, 'sluice_records_out_total', { topic: output }),
     lag: metricSum(text, 'sluice_consumer_lag', { topic: input }),
+    fails: metricSum(text, 'sluice_checkpoint_failures_total'),
   };
 }
 
@@ -175,14 +211,14 @@ function table(samples: Sample[], rows: number): string {
   for (let i = 0; i < samples.length; i += step) pick.push(samples[i]!);
   if (pick[pick.length - 1] !== samples[samples.length - 1]) pick.push(samples[samples.length - 1]!);
   const lines = [
-    '| t (s) | input records processed | output records committed | input lag | RSS (MiB) | heap used (MiB) | cache (MiB, sum of tasks) |',
-    '|---:|---:|---:|---:|---:|---:|---:|',
+    '| t (s) | input records processed | output records committed | input lag | RSS (MiB) | heap used (MiB) | cache (MiB, sum of tasks) | failed checkpoints |',
+    '|---:|---:|---:|---:|---:|---:|---:|---:|',
   ];
   const n = (v: number) => (Number.isNaN(v) ? '—' : v.toLocaleString('en'));
   const mb = (v: number) => (Number.isNaN(v) ? '—' : fmtMb(v));
   for (const x of pick)
     lines.push(
-      `| ${x.s.toFixed(0)} | ${n(x.in)} | ${n(x.out)} | ${n(x.lag)} | ${fmtMb(x.rss)} | ${mb(x.heap)} | ${mb(x.cache)} |`,
+      `| ${x.s.toFixed(0)} | ${n(x.in)} | ${n(x.out)} | ${n(x.lag)} | ${fmtMb(x.rss)} | ${mb(x.heap)} | ${mb(x.cache)} | ${n(x.fails)} |`,
     );
   return lines.join('\n');
 }
@@ -203,7 +239,7 @@ function verdict(samples: Sample[]): { text: string; firstMax: number; secondMax
 
 async function main(): Promise<void> {
   const o = parseOptions(process.argv.slice(2));
-  const id = uniqueName(o.mode === 'keys' ? 'bench-mem' : 'bench-slow');
+  const id = uniqueName(`bench-mem-${o.mode}`);
   const input = `${id}-in`;
   const output = `${id}-out`;
   await createTopics([
@@ -211,19 +247,28 @@ async function main(): Promise<void> {
     { topic: output, partitions: o.partitions },
   ]);
   const stateDir = mkdtempSync(join(tmpdir(), 'sluice-bench-mem-'));
-  const job = o.mode === 'keys' ? 'running-sum' : 'slow-sum';
+  const job = o.mode === 'slow' ? 'slow-sum' : 'running-sum';
   const worker = spawnWorker(job, {
     name: 'w',
     stateDir,
-    env: { TEST_APP_ID: id, TEST_INPUT: input, TEST_OUTPUT: output, TEST_SLOW_US: String(o.slowUs) },
+    env: {
+      TEST_APP_ID: id,
+      TEST_INPUT: input,
+      TEST_OUTPUT: output,
+      TEST_SLOW_US: String(o.slowUs),
+      ...(o.heapMb > 0 ? { NODE_OPTIONS: `--max-old-space-size=${o.heapMb}` } : {}),
+    },
     args: ['--log-level', 'info', '--state.cacheMaxBytes', String(o.cacheBytes)],
   });
   await worker.url();
+  // The worker's Kafka client id (src/runtime/worker.ts): <kafka.clientId>-<appId>-<host>-<pid>.
+  const clientId = `sluice-${id}-${hostname()}-${worker.child.pid}`;
+  if (o.mode === 'sink') await produceQuota(clientId, o.sinkBytes);
   const t0 = Date.now();
   const samples: Sample[] = [];
   let producing = true;
   let produced = 0;
-  const deadline = o.mode === 'slow' ? t0 + o.minutes * 60_000 : t0 + 3 * 3600_000;
+  const deadline = o.mode !== 'keys' ? t0 + o.minutes * 60_000 : t0 + 3 * 3600_000;
   const producer = (
     o.mode === 'keys'
       ? produceStream(input, { n: o.keys })
@@ -245,15 +290,16 @@ async function main(): Promise<void> {
       samples.push(s);
       if (samples.length % 15 === 0)
         process.stderr.write(
-          `[${s.s.toFixed(0)}s] in ${s.in} out ${s.out} lag ${s.lag} rss ${fmtMb(s.rss)} MiB heap ${fmtMb(s.heap)} MiB cache ${fmtMb(s.cache)} MiB\n`,
+          `[${s.s.toFixed(0)}s] in ${s.in} out ${s.out} lag ${s.lag} rss ${fmtMb(s.rss)} MiB heap ${fmtMb(s.heap)} MiB cache ${fmtMb(s.cache)} MiB failed checkpoints ${s.fails}\n`,
         );
       if (o.mode === 'keys' && !producing && s.out >= o.keys) break; // NaN (failed scrape) compares false
-      if (o.mode === 'slow' && Date.now() > deadline) break;
+      if (o.mode !== 'keys' && Date.now() > deadline) break;
       if (Date.now() > deadline) throw new Error('timed out');
     }
     await producer;
   } finally {
     await worker.kill('SIGKILL');
+    if (o.mode === 'sink') await produceQuota(clientId, undefined).catch(() => undefined);
     rmSync(stateDir, { recursive: true, force: true });
     await deleteTopicsMatching(id).catch(() => undefined);
   }
@@ -262,13 +308,15 @@ async function main(): Promise<void> {
   const heading =
     o.mode === 'keys'
       ? `## ${o.keys.toLocaleString('en')} distinct keys, state.cacheMaxBytes = ${fmtMb(o.cacheBytes)} MiB (running-sum, exactly_once)`
-      : `## Overloaded worker: slow-sum (${o.slowUs} µs of CPU per record) offered ${o.rate.toLocaleString('en')} records/s for ${o.minutes} min`;
+      : o.mode === 'slow'
+        ? `## Overloaded worker: slow-sum (${o.slowUs} µs of CPU per record) offered ${o.rate.toLocaleString('en')} records/s for ${o.minutes} min`
+        : `## Slow sink: running-sum offered ${o.rate.toLocaleString('en')} records/s for ${o.minutes} min, its producers throttled by the broker to ${o.sinkBytes.toLocaleString('en')} bytes/s`;
   const md = [
     heading,
     '',
     `- command: \`KAFKA_BROKERS=${brokers().join(',')} node dist/bench/memory-bound.js ${process.argv.slice(2).join(' ')}\``,
     `- node ${process.version}, ${cpus().length} CPUs (${cpus()[0]?.model ?? '?'}), shared with other jobs; date ${new Date().toISOString()}`,
-    `- one worker, ${o.partitions} input partitions, default config except \`--state.cacheMaxBytes ${o.cacheBytes}\`; RSS from /proc/<pid>/status every 2 s`,
+    `- one worker, ${o.partitions} input partitions, default config except \`--state.cacheMaxBytes ${o.cacheBytes}\`${o.heapMb > 0 ? `, worker heap limited to ${o.heapMb} MiB (--max-old-space-size)` : ''}; RSS from /proc/<pid>/status every 2 s`,
     `- records produced: ${produced.toLocaleString('en')}; run time ${seconds.toFixed(0)} s`,
     `- **${v.text}**`,
     '',
