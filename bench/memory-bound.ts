@@ -15,7 +15,7 @@
  *
  *   npx tsc -p . && KAFKA_BROKERS=127.0.0.1:19792 node dist/bench/memory-bound.js
  *     [--mode keys|slow|sink] [--keys N] [--cache-bytes B] [--minutes M] [--rate R] [--slow-us U]
- *     [--sink-bytes B] [--heap-mb M]
+ *     [--sink-bytes B] [--heap-mb M] [--fetch-bytes B (processing.maxBytesPerPartition)]
  *
  * `--heap-mb M` runs the worker with `--max-old-space-size=M`: V8 collects lazily, so a growing
  * "heap used" may be garbage; under a hard limit a worker that really retained memory would die
@@ -25,8 +25,9 @@
  * Results (samples of RSS, heap, cache bytes and progress, and the verdict) are printed and
  * appended to bench/results/memory-<YYYY-MM-DD>.md.
  */
-import { appendFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+
 import { execFileSync } from 'node:child_process';
+import { appendFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { cpus, hostname, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -41,6 +42,8 @@ interface Options {
   sinkBytes: number;
   /** Worker heap limit (--max-old-space-size), 0 = Node's default. */
   heapMb: number;
+  /** processing.maxBytesPerPartition of the worker, 0 = default (1 MiB). */
+  fetchBytes: number;
   keys: number;
   cacheBytes: number;
   minutes: number;
@@ -60,6 +63,7 @@ function parseOptions(argv: string[]): Options {
     slowUs: 500,
     sinkBytes: 50_000,
     heapMb: 0,
+    fetchBytes: 0,
     partitions: 4,
     write: true,
   };
@@ -95,6 +99,9 @@ function parseOptions(argv: string[]): Options {
       case '--sink-bytes':
         o.sinkBytes = Math.floor(num());
         break;
+      case '--fetch-bytes':
+        o.fetchBytes = Math.floor(num());
+        break;
       case '--heap-mb':
         o.heapMb = Math.floor(num());
         break;
@@ -116,10 +123,25 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 /** Sets (or with `rate` undefined, deletes) a broker-side produce quota for one client id. */
 async function produceQuota(clientId: string, rate: number | undefined): Promise<void> {
   const { libsDir } = await resolveKafka({});
-  const change = rate === undefined ? ['--delete-config', 'producer_byte_rate'] : ['--add-config', `producer_byte_rate=${rate}`];
+  const change =
+    rate === undefined
+      ? ['--delete-config', 'producer_byte_rate']
+      : ['--add-config', `producer_byte_rate=${rate}`];
   execFileSync(
     'java',
-    ['-cp', `${libsDir}/*`, 'org.apache.kafka.tools.ConfigCommand', '--bootstrap-server', brokers()[0]!, '--alter', ...change, '--entity-type', 'clients', '--entity-name', clientId],
+    [
+      '-cp',
+      `${libsDir}/*`,
+      'org.apache.kafka.tools.ConfigCommand',
+      '--bootstrap-server',
+      brokers()[0]!,
+      '--alter',
+      ...change,
+      '--entity-type',
+      'clients',
+      '--entity-name',
+      clientId,
+    ],
     { stdio: 'ignore' },
   );
 }
@@ -192,7 +214,17 @@ async function sample(
   if (rss === undefined) return undefined;
   // A scrape can time out on a loaded machine: NaN prints as '—' (RSS is read from /proc anyway).
   const text = await w.metrics().catch(() => '');
-  if (text === '') return { s: (Date.now() - t0) / 1000, rss, heap: NaN, cache: NaN, in: NaN, out: NaN, lag: NaN, fails: NaN };
+  if (text === '')
+    return {
+      s: (Date.now() - t0) / 1000,
+      rss,
+      heap: NaN,
+      cache: NaN,
+      in: NaN,
+      out: NaN,
+      lag: NaN,
+      fails: NaN,
+    };
   return {
     s: (Date.now() - t0) / 1000,
     rss,
@@ -256,9 +288,21 @@ async function main(): Promise<void> {
       TEST_INPUT: input,
       TEST_OUTPUT: output,
       TEST_SLOW_US: String(o.slowUs),
-      ...(o.heapMb > 0 ? { NODE_OPTIONS: `--max-old-space-size=${o.heapMb}` } : {}),
+      // WORKER_NODE_OPTIONS: extra Node flags for the worker (e.g. --heapsnapshot-near-heap-limit=1).
+      NODE_OPTIONS: [
+        o.heapMb > 0 ? `--max-old-space-size=${o.heapMb}` : '',
+        process.env.WORKER_NODE_OPTIONS ?? '',
+      ]
+        .join(' ')
+        .trim(),
     },
-    args: ['--log-level', 'info', '--state.cacheMaxBytes', String(o.cacheBytes)],
+    args: [
+      '--log-level',
+      'info',
+      '--state.cacheMaxBytes',
+      String(o.cacheBytes),
+      ...(o.fetchBytes > 0 ? ['--processing.maxBytesPerPartition', String(o.fetchBytes)] : []),
+    ],
   });
   await worker.url();
   // The worker's Kafka client id (src/runtime/worker.ts): <kafka.clientId>-<appId>-<host>-<pid>.
@@ -298,6 +342,14 @@ async function main(): Promise<void> {
     }
     await producer;
   } finally {
+    const byMsg = new Map<string, number>();
+    for (const l of worker.logs) {
+      const m = /"msg":"([^"]{0,80})/.exec(l)?.[1] ?? l.slice(0, 80);
+      byMsg.set(m, (byMsg.get(m) ?? 0) + 1);
+    }
+    process.stderr.write(
+      `worker log lines kept: ${worker.logs.length}; most frequent: ${JSON.stringify([...byMsg].sort((a, b) => b[1] - a[1]).slice(0, 5))}\n`,
+    );
     await worker.kill('SIGKILL');
     if (o.mode === 'sink') await produceQuota(clientId, undefined).catch(() => undefined);
     rmSync(stateDir, { recursive: true, force: true });
@@ -316,7 +368,7 @@ async function main(): Promise<void> {
     '',
     `- command: \`KAFKA_BROKERS=${brokers().join(',')} node dist/bench/memory-bound.js ${process.argv.slice(2).join(' ')}\``,
     `- node ${process.version}, ${cpus().length} CPUs (${cpus()[0]?.model ?? '?'}), shared with other jobs; date ${new Date().toISOString()}`,
-    `- one worker, ${o.partitions} input partitions, default config except \`--state.cacheMaxBytes ${o.cacheBytes}\`${o.heapMb > 0 ? `, worker heap limited to ${o.heapMb} MiB (--max-old-space-size)` : ''}; RSS from /proc/<pid>/status every 2 s`,
+    `- one worker, ${o.partitions} input partitions, default config except \`--state.cacheMaxBytes ${o.cacheBytes}\`${o.heapMb > 0 ? `, worker heap limited to ${o.heapMb} MiB (--max-old-space-size)` : ''}${o.fetchBytes > 0 ? `, \`--processing.maxBytesPerPartition ${o.fetchBytes}\`` : ''}; RSS from /proc/<pid>/status every 2 s`,
     `- records produced: ${produced.toLocaleString('en')}; run time ${seconds.toFixed(0)} s`,
     `- **${v.text}**`,
     '',
