@@ -49,10 +49,11 @@ async function runWorker(jobFile: string, config: Readonly<SluiceConfig>): Promi
 }
 
 /**
- * Everything is committed and released at this point, but after a broker outage kafkajs can leave
- * a socket or a retry timer behind that keeps the event loop, hence the process, alive forever
- * (seen in test/integration/broker-outage.test.ts). If the process has not ended by itself within
- * 2 s, end it, naming what was still open.
+ * Everything is committed and released at this point, yet once, in
+ * test/integration/broker-outage.test.ts, a worker SIGTERMed after a broker outage stayed alive
+ * for minutes: something (most likely a kafkajs socket or retry timer) kept the event loop going;
+ * the cause was not pinned down. If the process has not ended by itself within 2 s, end it,
+ * naming what was still open, so the next occurrence says what it was.
  */
 function exitWhenStuck(logger: { warn: (o: object, m: string) => void }, code: number): void {
   setTimeout(() => {
