@@ -10,6 +10,7 @@ import { isAuthError } from '../kafka/security.js';
 import { type MemberInfo, taskIdOf } from '../kafka/task-assigner.js';
 import type { Logger } from '../ops/logger.js';
 import { createWorkerMetrics, initWorkerMetrics, type WorkerMetrics } from '../ops/metrics.js';
+import { StateIoError } from '../state/errors.js';
 import type { Topology } from '../topology/build.js';
 import { GroupView } from './group-view.js';
 import { InputRateMeter } from './input-rate.js';
@@ -289,6 +290,7 @@ export class Worker {
   /** Rebuilds a task whose init or reset failed, with backoff, until it works or goes away. */
   #retryTask(task: Task, attempt: number, cause: unknown): void {
     if (this.#tasks.get(task.id) !== task || task.state === 'closed') return;
+    if (this.#failOverOnFullDisk(task, cause)) return;
     const delay = Math.min(500 * 2 ** (attempt - 1), 10_000);
     this.logger.warn(
       { err: cause, task: task.id, attempt, retryInMs: delay },
@@ -371,11 +373,30 @@ export class Worker {
       if (this.config.processing.guarantee === 'exactly_once')
         this.metrics.txAborts.inc({ app: this.app.id });
       if (this.#tasks.get(task.id) !== task || this.#state !== 'running') return;
+      if (this.#failOverOnFullDisk(task, e)) return;
       // Whatever failed (fenced, broker gone, unknown commit result): nothing since the last
       // checkpoint is trusted. Rebuild the task from it; if we were fenced by a new owner, the
       // coming rebalance takes the task away.
       task.reset(e).catch((e2) => this.#retryTask(task, 1, e2));
     }
+  }
+
+  /**
+   * A full disk under the state folder is not something a task retry can fix, and RocksDB keeps
+   * refusing writes until it is reopened with room to spare. The worker fails (exit code 1,
+   * /healthz 503) so that it leaves the group and its tasks fail over to the other workers, which
+   * restore them from the changelogs. Nothing committed is lost: Kafka committed the checkpoint
+   * before the local RocksDB batch was attempted, and RocksDB applies a batch entirely or not at all.
+   */
+  #failOverOnFullDisk(task: Task, e: unknown): boolean {
+    if (!(e instanceof StateIoError && e.diskFull)) return false;
+    this.metrics.errors.inc({ app: this.app.id, kind: 'state_disk_full' });
+    this.logger.error(
+      { err: e, task: task.id, dir: e.dir },
+      'state folder is full: this worker stops so its tasks move to other workers; free space under state.dir',
+    );
+    this.#fail(e);
+    return true;
   }
 
   #fail(e: Error): void {
