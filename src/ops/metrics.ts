@@ -54,6 +54,24 @@ export const METRIC = {
   txCommits: { name: 'sluice_transaction_commits_total', help: 'Kafka transactions committed.' },
   txAborts: { name: 'sluice_transaction_aborts_total', help: 'Kafka transactions aborted.' },
   errors: { name: 'sluice_errors_total', help: 'Errors by kind.' },
+  arrivalRate: {
+    name: 'sluice_arrival_rate',
+    help: 'Records per second arriving on an input partition (growth of its log-end offset), smoothed.',
+  },
+  capacity: {
+    name: 'sluice_capacity',
+    help: "Records a task's operator chain processes per busy second, smoothed.",
+  },
+  shedFraction: { name: 'sluice_shed_fraction', help: 'Fraction of records a task sheds now (0..1).' },
+  recordsShed: { name: 'sluice_records_shed_total', help: 'Records shed under overload, by reason.' },
+  recommendedWorkers: {
+    name: 'sluice_recommended_workers',
+    help: 'Workers the app needs to process its input within the headroom (DS2), clamped to [1, partitions].',
+  },
+  operatorCost: {
+    name: 'sluice_operator_cost_seconds',
+    help: 'Mean time one record spends in an operator itself (sampled), smoothed.',
+  },
 } as const;
 
 const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
@@ -88,6 +106,12 @@ export function createWorkerMetrics(registry: Registry) {
     txCommits: c(METRIC.txCommits, ['app']),
     txAborts: c(METRIC.txAborts, ['app']),
     errors: c(METRIC.errors, ['app', 'kind']),
+    arrivalRate: g(METRIC.arrivalRate, ['app', 'topic', 'partition']),
+    capacity: g(METRIC.capacity, ['app', 'task']),
+    shedFraction: g(METRIC.shedFraction, ['app', 'task']),
+    recordsShed: c(METRIC.recordsShed, ['app', 'reason']),
+    recommendedWorkers: g(METRIC.recommendedWorkers, ['app']),
+    operatorCost: g(METRIC.operatorCost, ['app', 'task', 'operator']),
   };
 }
 export type WorkerMetrics = ReturnType<typeof createWorkerMetrics>;

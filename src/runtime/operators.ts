@@ -20,6 +20,8 @@ export interface Emitter {
 
 /** Builds the operator for a `process` node; supplied by the task, which owns the state. */
 export type ProcessOpFactory = (node: GraphNode, downstream: Op) => Op;
+/** Builds the operator for a `.shed()` point; supplied by the task, which owns the shedder. */
+export type ShedOpFactory = (node: GraphNode, downstream: Op) => Op;
 
 function fanOut(children: Op[]): Op {
   if (children.length === 1) return children[0]!;
@@ -40,6 +42,7 @@ export function compileOperators(
   rc: MutableRecordContext,
   emitter: Emitter,
   processOp: ProcessOpFactory,
+  shedOp?: ShedOpFactory,
 ): Map<string, Op> {
   const compiled = new Map<number, Op>();
   const compile = (node: GraphNode): Op => {
@@ -108,6 +111,9 @@ export function compileOperators(
       }
       case 'process':
         op = processOp(node, next);
+        break;
+      case 'shed':
+        op = shedOp ? shedOp(node, next) : next;
         break;
       case 'sink': {
         const topic = s.topic;

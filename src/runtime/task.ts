@@ -5,12 +5,15 @@ import type { PlainProducer, TransactionalProducer, WrittenOffsets } from '../ka
 import type { InRecord, OutRecord, TopicPartitionOffset } from '../kafka/types.js';
 import type { Logger } from '../ops/logger.js';
 import type { WorkerMetrics } from '../ops/metrics.js';
+import { createShedOp } from '../overload/shed-op.js';
+import { TaskShedder } from '../overload/shedder.js';
 import type { SubTopology } from '../topology/build.js';
 import { Collector } from './collector.js';
 import { deadLetterRecord, type ErrorPolicy } from './dead-letter.js';
 import { compileOperators, type Op } from './operators.js';
 import { MutableRecordContext } from './record-context.js';
 import type { TaskState } from './task-state.js';
+import { overflowTopic } from './topics.js';
 
 /**
  * A task: one partition of one sub-topology's input topics. It owns its operators, its keyed
@@ -72,6 +75,8 @@ export class Task {
   /** Records processed since the last checkpoint (including dead-lettered ones). */
   #dirtyRecords = 0;
   readonly #policy: ErrorPolicy;
+  /** Overload: the drop decisions and the busy-time counters the overload controller reads. */
+  readonly shedder: TaskShedder;
 
   constructor(id: string, sub: SubTopology, partition: number, deps: TaskDeps) {
     this.id = id;
@@ -82,6 +87,12 @@ export class Task {
     this.#policy = deps.config.processing.errorPolicy;
     this.logger = deps.logger.child({ task: id });
     this.#rc.partition = partition;
+    this.shedder = new TaskShedder({ ...deps.config.overload, overflowTopic: overflowTopic(deps.appId) });
+  }
+
+  /** Next offset to process on an input topic (for lag), once known. */
+  positionOf(topic: string): bigint | undefined {
+    return this.#next.get(topic);
   }
 
   get state(): TaskStateName {
@@ -151,14 +162,21 @@ export class Task {
     this.#collector.clear();
     this.#toCommit.clear();
     this.#dirtyRecords = 0;
-    this.#ops = compileOperators(this.sub.sources, this.#rc, this.#collector, (node, down) => {
-      if (!this.#store)
-        throw new SluiceError(
-          'SLUICE_TOPOLOGY_INVALID',
-          `operator ${node.name} needs state but the task has none`,
-        );
-      return this.#store.processOp(node, down, this.#rc, this.#collector);
-    });
+    this.#ops = compileOperators(
+      this.sub.sources,
+      this.#rc,
+      this.#collector,
+      (node, down) => {
+        if (!this.#store)
+          throw new SluiceError(
+            'SLUICE_TOPOLOGY_INVALID',
+            `operator ${node.name} needs state but the task has none`,
+          );
+        return this.#store.processOp(node, down, this.#rc, this.#collector);
+      },
+      (node, down) =>
+        createShedOp(node, down, { shedder: this.shedder, rc: this.#rc, emitter: this.#collector }),
+    );
     this.#lastCheckpoint = Date.now();
     if (this.isClosed) return this.#release();
     this.#to('running');
@@ -207,11 +225,27 @@ export class Task {
     let maxTs = this.#maxTs.get(topic) ?? Number.NEGATIVE_INFINITY;
     rc.topic = topic;
     const started = performance.now();
+    const shedder = this.shedder;
+    const shedAtSource = shedder.atSource && shedder.p > 0;
+    let shed = 0;
     for (let i = first; i < records.length; i++) {
       const r = records[i]!;
       rc.offset = r.offset;
       rc.timestamp = Number(r.timestamp);
       if (rc.timestamp > maxTs) maxTs = rc.timestamp;
+      if (shedAtSource && shedder.dropRandom()) {
+        // Shed before deserializing: the cheapest place. Its offset is committed like any other.
+        shed++;
+        if (shedder.divert)
+          collector.emit(
+            shedder.overflowTopic,
+            r.key,
+            r.value,
+            rc.timestamp,
+            shedder.overflowHeaders(r, topic, this.partition),
+          );
+        continue;
+      }
       rc.headers = r.headers as Record<string, unknown> | undefined;
       const mark = collector.count;
       let key: unknown;
@@ -243,11 +277,11 @@ export class Task {
       this.#advanceTime();
     }
     if (n > 0) {
+      const busyMs = performance.now() - started;
+      shedder.processed += n - shed;
+      shedder.busyMs += busyMs;
       this.#deps.metrics.recordsIn.inc({ app: this.#deps.appId, topic }, n);
-      this.#deps.metrics.processingTime.observe(
-        { app: this.#deps.appId },
-        (performance.now() - started) / 1000,
-      );
+      this.#deps.metrics.processingTime.observe({ app: this.#deps.appId }, busyMs / 1000);
     }
     return n;
   }
@@ -352,6 +386,10 @@ export class Task {
     const now = Date.now();
     for (const [topic, l] of records) {
       if (topic === this.#deps.deadLetterTopic) continue;
+      if (topic === this.shedder.overflowTopic) {
+        this.#deps.metrics.recordsOut.inc({ app, topic }, l.length);
+        continue;
+      }
       this.#deps.metrics.recordsOut.inc({ app, topic }, l.length);
       for (let i = 0; i < l.length; i++)
         this.#deps.metrics.latency.observe({ app, topic }, Math.max(0, now - Number(l[i]!.timestamp)) / 1000);

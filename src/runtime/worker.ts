@@ -9,6 +9,8 @@ import type { PlainProducer } from '../kafka/producer.js';
 import { type MemberInfo, taskIdOf } from '../kafka/task-assigner.js';
 import type { Logger } from '../ops/logger.js';
 import { createWorkerMetrics, type WorkerMetrics } from '../ops/metrics.js';
+import { OverloadController } from '../overload/controller.js';
+import { validateOverload } from '../overload/validate.js';
 import type { Topology } from '../topology/build.js';
 import { Task } from './task.js';
 import type { TaskState } from './task-state.js';
@@ -59,6 +61,7 @@ export class Worker {
   readonly #opts: WorkerOptions;
   readonly #lag = new Map<string, number>();
   #fatal: Error | undefined;
+  #overload: OverloadController | undefined;
 
   constructor(opts: WorkerOptions) {
     this.#opts = opts;
@@ -110,10 +113,11 @@ export class Worker {
       'worker starting',
     );
     this.logger.debug(this.topology.describe());
+    validateOverload(this.topology, this.config.overload);
     const admin = await this.#retrying('connect to Kafka', () => this.client.admin());
     this.#plan = await this.#retrying(
       'prepare topics',
-      () => prepareTopics(admin, this.topology),
+      () => prepareTopics(admin, this.topology, { overflow: this.config.overload.mode === 'divert' }),
       (e) => !(e instanceof SluiceError),
     );
     const topics = this.topology.subtopologies.flatMap((s) => s.sourceTopics);
@@ -137,6 +141,20 @@ export class Worker {
     const interval = Math.max(10, Math.floor(this.config.processing.commitIntervalMs / 2));
     this.#timer = setInterval(() => this.#checkpointDue(), interval);
     this.#timer.unref();
+    this.#overload = new OverloadController({
+      appId: this.app.id,
+      groupId: this.app.id,
+      config: this.config.overload,
+      logger: this.logger,
+      metrics: this.metrics,
+      admin: () => this.client.admin(),
+      tasks: () => [...this.#tasks.values()].filter((t) => t.state === 'running'),
+      subtopologies: this.topology.subtopologies,
+      isInternal: (t) => this.topology.repartitionTopics.has(t),
+      partitions: () => this.#plan,
+      lagOf: (topic, partition) => this.#lag.get(`${topic}:${partition}`),
+    });
+    this.#overload.start();
     this.#state = 'running';
     this.logger.info({ topics }, 'worker running');
   }
@@ -323,6 +341,7 @@ export class Worker {
     this.#state = 'stopping';
     this.logger.info('worker stopping');
     if (this.#timer) clearInterval(this.#timer);
+    this.#overload?.stop();
     const tasks = [...this.#tasks.values()];
     await Promise.all(tasks.map((t) => t.close({ checkpoint: !failed })));
     this.#tasks.clear();
@@ -351,6 +370,7 @@ export class Worker {
         ),
       })),
       partitions: Object.fromEntries(this.#plan),
+      overload: this.#overload?.status() ?? null,
     };
   }
 }

@@ -19,7 +19,12 @@ export type NodeSpec =
       processor: Processor<any, any, any, Record<string, StateDescriptor>>;
       stores: StoreSpec[];
     }
-  | { kind: 'sink'; topic: string; key: Serde<any>; value: Serde<any>; internal: boolean };
+  | { kind: 'sink'; topic: string; key: Serde<any>; value: Serde<any>; internal: boolean }
+  | {
+      kind: 'shed';
+      priority: ((value: any, ctx: RecordContext<any>) => number) | undefined;
+      value: Serde<any> | undefined;
+    };
 
 export type NodeKind = NodeSpec['kind'];
 
