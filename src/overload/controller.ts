@@ -1,3 +1,4 @@
+import { type EventLoopUtilization, performance } from 'node:perf_hooks';
 import type { SluiceConfig } from '../config/schema.js';
 import type { KafkaAdmin } from '../kafka/admin.js';
 import type { Logger } from '../ops/logger.js';
@@ -82,6 +83,7 @@ export class OverloadController {
   #p = 0;
   #status: OverloadStatus;
   #episode: { since: number; shed: number; maxP: number } | undefined;
+  #elu: EventLoopUtilization = performance.eventLoopUtilization();
 
   constructor(d: OverloadControllerDeps) {
     this.#d = d;
@@ -162,12 +164,16 @@ export class OverloadController {
     const loads: Array<TaskLoad & { task: OverloadTask }> = [];
     const ownedPartitions = new Set<string>();
     let shedNow = 0;
-    for (const task of this.#d.tasks()) {
-      const counts = task.shedder.collect();
+    const tasks = [...this.#d.tasks()];
+    const counted = tasks.map((t) => t.shedder.collect());
+    const overhead = this.#overhead(counted.reduce((a, c) => a + c.busyMs, 0));
+    for (let i = 0; i < tasks.length; i++) {
+      const task = tasks[i]!;
+      const counts = counted[i]!;
       shedNow += counts.shed;
       let cap = this.#capacity.get(task.id);
       if (!cap) this.#capacity.set(task.id, (cap = new Capacity(config.smoothing)));
-      const capacity = cap.observe(counts.processed, counts.busyMs);
+      const capacity = cap.observe(counts.processed, counts.busyMs * overhead);
       let lambda = 0;
       let lag = 0;
       for (const topic of task.inputTopics) {
@@ -262,6 +268,21 @@ export class OverloadController {
     }
     const maxWorkers = Math.max(1, ...this.#d.partitions().values());
     return { workers: recommendWorkers(total, this.#d.config.headroom, maxWorkers), demand: total };
+  }
+
+  /**
+   * The worker's busy time per millisecond spent inside the tasks' operator chains: the event
+   * loop also fetches, decodes, commits and serves metrics, and the tasks share it. Charging each
+   * task its share of that (DS2's "true processing rate" counts all useful work) makes H·C a rate
+   * the worker can sustain, not just its operators; on a machine loaded by others it also counts
+   * the time the process waited for a core. 1 when the chains were (almost) idle.
+   */
+  #overhead(chainBusyMs: number): number {
+    const now = performance.eventLoopUtilization();
+    const d = performance.eventLoopUtilization(now, this.#elu);
+    this.#elu = now;
+    if (chainBusyMs < 5) return 1;
+    return Math.min(10, Math.max(1, d.active / chainBusyMs));
   }
 
   #lagOf(task: OverloadTask, topic: string): number {

@@ -4,9 +4,10 @@ import { deleteTopicsMatching, eventually, jobTopics, readAll } from '../helpers
 import { PacedProducer } from '../helpers/paced.js';
 import { metricSum, spawnWorker, type WorkerProcess } from '../helpers/workers.js';
 
-// Each record costs 1 ms in the job (Atomics.wait: wall time without burning one of the shared
-// cores), so one worker's capacity is ~900 records/s and the measurement is dominated by it.
-const COST_US = 1000;
+// Each record costs 2 ms in the job (Atomics.wait: wall time without burning one of the shared
+// cores), so one worker's capacity is ~450 records/s and the measurement is dominated by it,
+// even when other work on the machine slows the rest (fetching, decoding, producing).
+const COST_US = 2000;
 const H = 0.9;
 const TAU_MS = 2500; // a bucket bound of the latency histogram, so p99 ≤ τ is read off exactly
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -19,8 +20,10 @@ function overloadEnv(env: Record<string, string>, mode: string): Record<string, 
     SLUICE_OVERLOAD_MODE: mode,
     SLUICE_OVERLOAD_HEADROOM: String(H),
     SLUICE_OVERLOAD_LATENCY_TARGET_MS: String(TAU_MS),
-    // Small fetches: a batch is processed synchronously, so its size bounds the added latency.
-    SLUICE_PROCESSING_MAX_BYTES_PER_PARTITION: '16384',
+    // A batch is processed synchronously, so its size bounds the added latency (32 KiB ≈ 750
+    // records ≈ 1.5 s at full cost); much smaller fetches would cap what one fetch round brings
+    // in below the arrival rate on a loaded machine: a standing backlog that lag/τ rightly counts.
+    SLUICE_PROCESSING_MAX_BYTES_PER_PARTITION: '32768',
   };
 }
 
@@ -82,19 +85,19 @@ test('overload shed mode should keep H·C/λ of the input at 2x capacity, hold p
   await ready(w);
 
   // Calibration at about half the nominal capacity: the worker measures its own C.
-  await p.start(400);
+  await p.start(200);
   const c0 = await eventually(async () => (await snapshot([w], id, output, p)).capacity, {
     timeoutMs: 30_000,
     what: 'a capacity estimate',
   });
   await sleep(3000);
   const cal = (await snapshot([w], id, output, p)).capacity || c0;
-  assert.ok(cal > 200 && cal < 1100, `capacity ${cal} rec/s should be near 1e6/${COST_US}`);
+  assert.ok(cal > 100 && cal < 550, `capacity ${cal} rec/s should be near 1e6/${COST_US}`);
 
   // 2x capacity.
   const lambda = Math.round(2 * cal);
   p.setRate(lambda);
-  await sleep(7000); // settle: λ estimate, p smoothing, the backlog of the switch drained
+  await sleep(10_000); // settle: λ estimate, p smoothing, the backlog of the switch drained
   const a = await snapshot([w], id, output, p);
   const caps: number[] = [];
   for (let i = 0; i < 4; i++) {
@@ -104,15 +107,19 @@ test('overload shed mode should keep H·C/λ of the input at 2x capacity, hold p
   const b = await snapshot([w], id, output, p);
   const C = caps.reduce((x, y) => x + y, 0) / caps.length;
   const realLambda = ((b.sent - a.sent) * 1000) / (b.at - a.at);
-  const kept = (b.in - a.in - (b.shed - a.shed)) / (b.in - a.in);
+  // Kept fraction = records kept / records that arrived in the window (kept rate / λ).
+  const kept = (b.in - a.in - (b.shed - a.shed)) / (b.sent - a.sent);
   const expected = (H * C) / realLambda;
   const p99ok = (b.latUnderTau - a.latUnderTau) / (b.latCount - a.latCount);
+  t.diagnostic(
+    `window: sent ${b.sent - a.sent}, in ${b.in - a.in}, shed ${b.shed - a.shed}, ${((b.at - a.at) / 1000).toFixed(1)} s`,
+  );
   t.diagnostic(
     `C=${C.toFixed(0)} rec/s, λ=${realLambda.toFixed(0)} rec/s, kept ${kept.toFixed(3)} vs H·C/λ ${expected.toFixed(3)} (${((kept / expected - 1) * 100).toFixed(1)} %), share of outputs within τ=${TAU_MS} ms: ${p99ok.toFixed(4)}`,
   );
   assert.ok(b.shed > a.shed, 'records are shed at 2x capacity');
   assert.ok(Math.abs(kept / expected - 1) <= 0.1, `kept ${kept} not within ±10 % of H·C/λ = ${expected}`);
-  assert.ok(b.latCount - a.latCount > 1000, 'outputs were observed in the window');
+  assert.ok(b.latCount - a.latCount > 500, 'outputs were observed in the window');
   assert.ok(p99ok >= 0.99, `p99 end-to-end latency over τ: only ${p99ok} of outputs within ${TAU_MS} ms`);
 
   // Back to half the capacity: shedding stops.
@@ -131,4 +138,135 @@ test('overload shed mode should keep H·C/λ of the input at 2x capacity, hold p
     w.logs.some((l) => l.includes('"shedding_stopped"')),
     'a log line when shedding stops',
   );
+});
+
+test('overload divert mode should write every shed record to <appId>-overflow in the same transaction: kept + overflow = input, exactly', async (t) => {
+  const { id, input, output, env } = await jobTopics('t-divert', 2);
+  const overflow = `${id}-overflow`;
+  const w = spawnWorker('busy', { name: 'divert', env: overloadEnv(env, 'divert') });
+  const p = new PacedProducer(input, 2);
+  t.after(() => cleanup(p, [w], id));
+  await ready(w);
+  await p.start(900); // ~2x the nominal capacity of one worker
+  await eventually(async () => (await snapshot([w], id, output, p)).shed > 0, {
+    timeoutMs: 30_000,
+    what: 'diverting to start',
+  });
+  await sleep(3000);
+  const n = await p.stop();
+  const outCount = (m: string, topic: string) => metricSum(m, 'sluice_records_out_total', { app: id, topic });
+  const m = await eventually(
+    async () => {
+      const text = await w.metrics();
+      return outCount(text, output) + outCount(text, overflow) === n ? text : '';
+    },
+    { timeoutMs: 60_000, what: 'every input record to be written to the output or the overflow topic' },
+  );
+  const kept = await readAll(output, { expected: outCount(m, output), timeoutMs: 30_000 });
+  const diverted = await readAll(overflow, { expected: outCount(m, overflow), timeoutMs: 30_000 });
+  t.diagnostic(`input ${n}, kept ${kept.length}, overflow ${diverted.length}`);
+  assert.ok(diverted.length > 0 && kept.length > 0);
+  assert.equal(kept.length + diverted.length, n, 'kept + overflow = input (read_committed)');
+  const seen = new Set<number>();
+  for (const r of [...kept, ...diverted]) {
+    const seq = JSON.parse(r.value!).seq as number;
+    assert.ok(!seen.has(seq), `seq ${seq} written twice`);
+    seen.add(seq);
+  }
+  assert.equal(seen.size, n, 'every input record once');
+  const h = diverted[0]!.headers;
+  assert.equal(h['sluice.source.topic'], input, 'overflow records name their source');
+  assert.ok(Number(h['sluice.shed.fraction']) > 0);
+  assert.equal(metricSum(m, 'sluice_records_shed_total', { app: id, reason: 'random' }), diverted.length);
+});
+
+test('overload backpressure mode should drop nothing and keep memory bounded while the backlog grows', async (t) => {
+  const { id, input, output, env } = await jobTopics('t-bp', 1);
+  const w = spawnWorker('busy', { name: 'bp', env: overloadEnv(env, 'backpressure') });
+  const p = new PacedProducer(input, 1);
+  t.after(() => cleanup(p, [w], id));
+  await ready(w);
+  const rss = async () => metricSum(await w.metrics(), 'sluice_node_process_resident_memory_bytes');
+  await p.start(900);
+  await sleep(2000);
+  const rss0 = await rss();
+  let rssMax = rss0;
+  let lagMax = 0;
+  for (let i = 0; i < 6; i++) {
+    await sleep(1000);
+    const text = await w.metrics();
+    rssMax = Math.max(rssMax, metricSum(text, 'sluice_node_process_resident_memory_bytes'));
+    lagMax = Math.max(lagMax, metricSum(text, 'sluice_consumer_lag', { app: id }));
+  }
+  const n = await p.stop();
+  const text = await eventually(
+    async () => {
+      const m = await w.metrics();
+      return metricSum(m, 'sluice_records_out_total', { app: id, topic: output }) === n ? m : '';
+    },
+    { timeoutMs: 60_000, what: 'the backlog to drain' },
+  );
+  t.diagnostic(
+    `input ${n}, max lag ${lagMax}, RSS ${(rss0 / 2 ** 20).toFixed(0)} MiB → max ${(rssMax / 2 ** 20).toFixed(0)} MiB`,
+  );
+  assert.ok(lagMax > 1000, `the worker was overloaded (max lag ${lagMax})`);
+  assert.equal(metricSum(text, 'sluice_records_shed_total', { app: id }), 0, 'nothing shed');
+  assert.ok(rssMax - rss0 < 48 * 2 ** 20, `RSS grew by ${(rssMax - rss0) / 2 ** 20} MiB`);
+  const out = await readAll(output, { expected: n, timeoutMs: 30_000 });
+  assert.equal(out.length, n, 'every record processed');
+});
+
+test('overload advisor should recommend 3 workers for one worker at over twice its capacity, and 3 workers should end the shedding', async (t) => {
+  const { id, input, output, env } = await jobTopics('t-advise', 6);
+  const e = overloadEnv(env, 'shed');
+  const w1 = spawnWorker('busy', { name: 'w1', env: e });
+  const ws = [w1];
+  const p = new PacedProducer(input, 6);
+  t.after(() => cleanup(p, ws, id));
+  await ready(w1);
+  await p.start(200);
+  // Tasks share the worker's thread: the worker's capacity is the tasks' mean C, not their sum.
+  const meanCapacity = async () => {
+    const text = await w1.metrics();
+    const caps = text.split('\n').filter((l) => l.startsWith('sluice_capacity{'));
+    return caps.length === 6 ? metricSum(text, 'sluice_capacity', { app: id }) / 6 : 0;
+  };
+  await eventually(meanCapacity, { timeoutMs: 30_000, what: 'capacity of all 6 tasks' });
+  await sleep(3000);
+  const C = await meanCapacity();
+  // The calibration at 400/s measures C a little above what 6 busy tasks reach (per-batch costs
+  // weigh more in smaller batches), so 2.2x of it is a measured utilisation U ≈ 2.3–2.5 (shown
+  // below): ⌈U / 0.9⌉ = 3, and at 3 workers each runs at ≈ 0.8 < H.
+  p.setRate(Math.round(2.2 * C));
+  // Settle: λ's estimate rises to the new rate and the backlog of the switch drains (while it
+  // lasts, lag/τ asks for more workers, as it should).
+  await sleep(8000);
+  const recommended = metricSum(await w1.metrics(), 'sluice_recommended_workers', { app: id });
+  const samples: number[] = [];
+  for (let i = 0; i < 3; i++) {
+    await sleep(1000);
+    samples.push(metricSum(await w1.metrics(), 'sluice_recommended_workers', { app: id }));
+  }
+  const status = await w1.status();
+  t.diagnostic(`C=${C.toFixed(0)} rec/s, overload ${JSON.stringify(status.overload)}`);
+  assert.equal(recommended, 3);
+  assert.deepEqual(samples, [3, 3, 3], 'the advice holds');
+  assert.equal(status.overload.recommendedWorkers, 3, '/status shows the advice too');
+  assert.ok(status.overload.shedding, 'one worker sheds');
+  assert.ok(status.overload.utilisation > 1.8, `one worker is overloaded ${status.overload.utilisation}x`);
+
+  ws.push(spawnWorker('busy', { name: 'w2', env: e }), spawnWorker('busy', { name: 'w3', env: e }));
+  await Promise.all(ws.map(ready));
+  await eventually(
+    async () => (await Promise.all(ws.map((w) => w.status()))).every((s) => s.tasks.length === 2),
+    { timeoutMs: 60_000, what: 'two tasks on each of the 3 workers' },
+  );
+  await sleep(10_000); // the rebalance's backlog drained, p decayed to 0
+  const a = await snapshot(ws, id, output, p);
+  await sleep(5000);
+  const b = await snapshot(ws, id, output, p);
+  t.diagnostic(`3 workers: shed ${b.shed - a.shed} of ${b.in - a.in} in the last 5 s`);
+  for (const w of ws) t.diagnostic(`${w.name}: ${JSON.stringify((await w.status()).overload)}`);
+  assert.ok(b.in - a.in > 0);
+  assert.equal(b.shed, a.shed, 'no shedding with 3 workers');
 });
