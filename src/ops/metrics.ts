@@ -111,7 +111,7 @@ export function createWorkerMetrics(registry: Registry) {
     shedFraction: g(METRIC.shedFraction, ['app', 'task']),
     recordsShed: c(METRIC.recordsShed, ['app', 'reason']),
     recommendedWorkers: g(METRIC.recommendedWorkers, ['app']),
-    operatorCost: g(METRIC.operatorCost, ['app', 'task', 'operator']),
+    operatorCost: g(METRIC.operatorCost, ['app', 'operator']),
   };
 }
 export type WorkerMetrics = ReturnType<typeof createWorkerMetrics>;

@@ -3,7 +3,8 @@ import type { SluiceConfig } from '../config/schema.js';
 import type { KafkaAdmin } from '../kafka/admin.js';
 import type { Logger } from '../ops/logger.js';
 import type { WorkerMetrics } from '../ops/metrics.js';
-import { ArrivalRate, Capacity } from './estimators.js';
+import { ArrivalRate, Capacity, Ewma } from './estimators.js';
+import type { OperatorCostSampler } from './operator-cost.js';
 import { demand, recommendWorkers, shedFraction, smoothShed, type TaskLoad } from './policy.js';
 import type { TaskShedder } from './shedder.js';
 
@@ -13,6 +14,7 @@ export interface OverloadTask {
   readonly partition: number;
   readonly inputTopics: readonly string[];
   readonly shedder: TaskShedder;
+  readonly costs: OperatorCostSampler;
   /** Next offset the task will process on `topic`; undefined before it knows. */
   positionOf(topic: string): bigint | undefined;
 }
@@ -84,6 +86,7 @@ export class OverloadController {
   #status: OverloadStatus;
   #episode: { since: number; shed: number; maxP: number } | undefined;
   #elu: EventLoopUtilization = performance.eventLoopUtilization();
+  readonly #opCost = new Map<string, Ewma>();
 
   constructor(d: OverloadControllerDeps) {
     this.#d = d;
@@ -188,6 +191,7 @@ export class OverloadController {
       if (capacity !== undefined) metrics.capacity.set({ app: appId, task: task.id }, capacity);
       if (counts.shed > 0) metrics.recordsShed.inc({ app: appId, reason: task.shedder.reason }, counts.shed);
     }
+    this.#operatorCosts(tasks);
     const u = demand(loads, tau);
     const raw = config.mode === 'backpressure' ? 0 : shedFraction(u, config.headroom);
     this.#p = smoothShed(this.#p, raw, config.smoothing);
@@ -275,14 +279,37 @@ export class OverloadController {
    * loop also fetches, decodes, commits and serves metrics, and the tasks share it. Charging each
    * task its share of that (DS2's "true processing rate" counts all useful work) makes H·C a rate
    * the worker can sustain, not just its operators; on a machine loaded by others it also counts
-   * the time the process waited for a core. 1 when the chains were (almost) idle.
+   * the time the process waited for a core. Below half busy it is 1: the loop's other work is
+   * then mostly polling fetches that cost the same at any load, and charging it to a few records
+   * would make a lightly loaded worker look slow. Capped at +25 %: beyond that the extra is
+   * mostly per-batch work (fetching and skipping shed records in many small batches) that does not
+   * grow with the kept records, and charging it to them would spiral: more shedding, fewer kept
+   * records to share the overhead, a lower C, more shedding.
    */
   #overhead(chainBusyMs: number): number {
     const now = performance.eventLoopUtilization();
     const d = performance.eventLoopUtilization(now, this.#elu);
     this.#elu = now;
-    if (chainBusyMs < 5) return 1;
-    return Math.min(10, Math.max(1, d.active / chainBusyMs));
+    if (chainBusyMs < 5 || d.utilization < 0.5) return 1;
+    return Math.min(MAX_OVERHEAD, Math.max(1, d.active / chainBusyMs));
+  }
+
+  /** Per-operator cost over all tasks (operators of one name are one operator in the job). */
+  #operatorCosts(tasks: readonly OverloadTask[]): void {
+    const sums = new Map<string, { ms: number; n: number }>();
+    for (const t of tasks)
+      for (const [name, c] of t.costs.collect()) {
+        const s = sums.get(name);
+        if (s) {
+          s.ms += c.ms;
+          s.n += c.n;
+        } else sums.set(name, { ...c });
+      }
+    for (const [name, c] of sums) {
+      let e = this.#opCost.get(name);
+      if (!e) this.#opCost.set(name, (e = new Ewma(this.#d.config.smoothing)));
+      this.#d.metrics.operatorCost.set({ app: this.#d.appId, operator: name }, e.update(c.ms / c.n / 1000));
+    }
   }
 
   #lagOf(task: OverloadTask, topic: string): number {
@@ -351,6 +378,8 @@ export class OverloadController {
     for (const id of tasks) this.#exportedTasks.add(id);
   }
 }
+
+const MAX_OVERHEAD = 1.25;
 
 function round(x: number, digits = 2): number {
   const f = 10 ** digits;

@@ -43,6 +43,7 @@ export function compileOperators(
   emitter: Emitter,
   processOp: ProcessOpFactory,
   shedOp?: ShedOpFactory,
+  wrap?: (node: GraphNode, op: Op) => Op,
 ): Map<string, Op> {
   const compiled = new Map<number, Op>();
   const compile = (node: GraphNode): Op => {
@@ -133,6 +134,7 @@ export function compileOperators(
         break;
       }
     }
+    if (wrap) op = wrap(node, op);
     compiled.set(node.id, op);
     return op;
   };

@@ -5,6 +5,7 @@ import type { PlainProducer, TransactionalProducer, WrittenOffsets } from '../ka
 import type { InRecord, OutRecord, TopicPartitionOffset } from '../kafka/types.js';
 import type { Logger } from '../ops/logger.js';
 import type { WorkerMetrics } from '../ops/metrics.js';
+import { OperatorCostSampler } from '../overload/operator-cost.js';
 import { createShedOp } from '../overload/shed-op.js';
 import { TaskShedder } from '../overload/shedder.js';
 import type { SubTopology } from '../topology/build.js';
@@ -77,6 +78,8 @@ export class Task {
   readonly #policy: ErrorPolicy;
   /** Overload: the drop decisions and the busy-time counters the overload controller reads. */
   readonly shedder: TaskShedder;
+  /** Overload: per-operator cost, timed on a sample of records. */
+  readonly costs = new OperatorCostSampler();
 
   constructor(id: string, sub: SubTopology, partition: number, deps: TaskDeps) {
     this.id = id;
@@ -176,6 +179,7 @@ export class Task {
       },
       (node, down) =>
         createShedOp(node, down, { shedder: this.shedder, rc: this.#rc, emitter: this.#collector }),
+      (node, op) => this.costs.wrap(node, op),
     );
     this.#lastCheckpoint = Date.now();
     if (this.isClosed) return this.#release();
@@ -259,6 +263,7 @@ export class Task {
       }
       try {
         rc.key = key;
+        this.costs.next();
         op.push(key, value);
       } catch (e) {
         collector.truncate(mark);
