@@ -66,6 +66,7 @@ interface Second {
   shed: number;
   p99: number | null;
   lag: number;
+  capacity: number;
 }
 
 interface Scrape {
@@ -74,6 +75,7 @@ interface Scrape {
   in: number;
   shed: number;
   lag: number;
+  capacity: number;
   buckets: number[];
 }
 
@@ -86,6 +88,7 @@ async function scrape(w: WorkerProcess, app: string, output: string, p: PacedPro
     in: metricSum(text, 'sluice_records_in_total', { app }),
     shed: metricSum(text, 'sluice_records_shed_total', { app }),
     lag: metricSum(text, 'sluice_consumer_lag', { app }),
+    capacity: metricSum(text, 'sluice_capacity', { app }),
     buckets: [...LATENCY_BUCKETS.map(String), '+Inf'].map((le) =>
       metricSum(text, lat, { app, topic: output, le }),
     ),
@@ -120,7 +123,6 @@ async function runMode(mode: Mode, o: ReturnType<typeof parseOptions>) {
       SLUICE_OVERLOAD_HEADROOM: String(o.headroom),
       SLUICE_OVERLOAD_LATENCY_TARGET_MS: String(o.tauMs),
       SLUICE_PROCESSING_MAX_BYTES_PER_PARTITION: '65536',
-      SLUICE_LOG_LEVEL: 'warn',
     },
   });
   const p = new PacedProducer(input, 1);
@@ -156,6 +158,7 @@ async function runMode(mode: Mode, o: ReturnType<typeof parseOptions>) {
           shed: (cur.shed - prev.shed) / dt,
           p99: p99(prev.buckets, cur.buckets),
           lag: cur.lag,
+          capacity: cur.capacity,
         });
         prev = cur;
       }
@@ -281,10 +284,14 @@ function markdown(
     `One worker, 1 partition, busy job with ${o.costUs} µs per record (${o.spin ? 'busy-wait' : 'Atomics.wait'}),`,
     `H = ${o.headroom}, τ = ${o.tauMs} ms, fetches of 64 KiB. Phases: 0.5x C for ${o.phaseS} s, 2x for ${2 * o.phaseS} s, 0.5x for ${1.5 * o.phaseS} s.`,
     '',
-    '## Per phase (means over each phase after its first 3 s; p99 = the worst second)',
+    '## Per phase',
     '',
-    '| mode | C (rec/s) | phase | input/s | processed/s | shed/s | kept fraction | H·C/λ | worst p99 (s) | lag at end |',
-    '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |',
+    'Rates, C and the kept fraction (processed / input) are means over the second half of each',
+    'phase (settled); "p99 settled" is the worst one-second p99 in that half, "p99 worst" the worst',
+    "in the whole phase (the step included). C is the worker's own `sluice_capacity` gauge.",
+    '',
+    '| mode | phase | input/s | processed/s | shed/s | C (rec/s) | kept fraction | H·C/λ | p99 settled (s) | p99 worst (s) | lag at end |',
+    '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |',
   ];
   for (const r of results) {
     let i = 0;
@@ -295,17 +302,16 @@ function markdown(
       i++;
     }
     groups.forEach((g) => {
-      const body = g.slice(3);
-      const mean = (k: 'input' | 'processed' | 'shed') => body.reduce((a, s) => a + s[k], 0) / body.length;
+      const body = g.slice(Math.floor(g.length / 2));
+      const mean = (k: 'input' | 'processed' | 'shed' | 'capacity') =>
+        body.reduce((a, s) => a + s[k], 0) / body.length;
       const inp = mean('input');
-      const kept = (mean('processed') / Math.max(1, mean('processed') + mean('shed'))).toFixed(3);
-      const worst = body.reduce<number | null>(
-        (a, s) => (s.p99 === null ? a : Math.max(a ?? 0, s.p99)),
-        null,
-      );
-      const expect = Math.min(1, (o.headroom * r.capacity) / inp).toFixed(3);
+      const kept = (mean('processed') / Math.max(1, inp)).toFixed(3);
+      const worstOf = (xs: Second[]) =>
+        xs.reduce<number | null>((a, s) => (s.p99 === null ? a : Math.max(a ?? 0, s.p99)), null);
+      const expect = Math.min(1, (o.headroom * mean('capacity')) / inp).toFixed(3);
       lines.push(
-        `| ${r.mode} | ${f(r.capacity)} | ${g[0]!.phase} | ${f(inp)} | ${f(mean('processed'))} | ${f(mean('shed'))} | ${kept} | ${expect} | ${f(worst, 2)} | ${g[g.length - 1]!.lag} |`,
+        `| ${r.mode} | ${g[0]!.phase} | ${f(inp)} | ${f(mean('processed'))} | ${f(mean('shed'))} | ${f(mean('capacity'))} | ${kept} | ${expect} | ${f(worstOf(body), 2)} | ${f(worstOf(g), 2)} | ${g[g.length - 1]!.lag} |`,
       );
     });
   }
@@ -314,12 +320,12 @@ function markdown(
     lines.push(
       `### ${r.mode}`,
       '',
-      '| t (s) | phase | input/s | processed/s | shed/s | p99 (s) | lag |',
-      '| --- | --- | --- | --- | --- | --- | --- |',
+      '| t (s) | phase | input/s | processed/s | shed/s | p99 (s) | lag | C |',
+      '| --- | --- | --- | --- | --- | --- | --- | --- |',
     );
     for (const s of r.seconds)
       lines.push(
-        `| ${s.t} | ${s.phase} | ${f(s.input)} | ${f(s.processed)} | ${f(s.shed)} | ${f(s.p99, 3)} | ${s.lag} |`,
+        `| ${s.t} | ${s.phase} | ${f(s.input)} | ${f(s.processed)} | ${f(s.shed)} | ${f(s.p99, 3)} | ${s.lag} | ${f(s.capacity)} |`,
       );
     lines.push('');
   }

@@ -189,7 +189,6 @@ export class OverloadController {
       }
       loads.push({ task, lambda, lag, capacity });
       if (capacity !== undefined) metrics.capacity.set({ app: appId, task: task.id }, capacity);
-      if (counts.shed > 0) metrics.recordsShed.inc({ app: appId, reason: task.shedder.reason }, counts.shed);
     }
     this.#operatorCosts(tasks);
     const u = demand(loads, tau);

@@ -231,6 +231,7 @@ export class Task {
     const started = performance.now();
     const shedder = this.shedder;
     const shedAtSource = shedder.atSource && shedder.p > 0;
+    const shedBefore = shedder.shed;
     let shed = 0;
     for (let i = first; i < records.length; i++) {
       const r = records[i]!;
@@ -286,6 +287,12 @@ export class Task {
       shedder.processed += n - shed;
       shedder.busyMs += busyMs;
       this.#deps.metrics.recordsIn.inc({ app: this.#deps.appId, topic }, n);
+      // Counted with the batch (source and .shed() drops alike), so in step with records_in.
+      if (shedder.shed > shedBefore)
+        this.#deps.metrics.recordsShed.inc(
+          { app: this.#deps.appId, reason: shedder.reason },
+          shedder.shed - shedBefore,
+        );
       this.#deps.metrics.processingTime.observe({ app: this.#deps.appId }, busyMs / 1000);
     }
     return n;

@@ -179,13 +179,7 @@ test('overload divert mode should write every shed record to <appId>-overflow in
   const h = diverted[0]!.headers;
   assert.equal(h['sluice.source.topic'], input, 'overflow records name their source');
   assert.ok(Number(h['sluice.shed.fraction']) > 0);
-  // The shed counter is published at each evaluation (1 s), so it may trail the outputs briefly.
-  await eventually(
-    async () =>
-      metricSum(await w.metrics(), 'sluice_records_shed_total', { app: id, reason: 'random' }) ===
-      diverted.length,
-    { timeoutMs: 10_000, what: 'sluice_records_shed_total to equal the overflow count' },
-  );
+  assert.equal(metricSum(m, 'sluice_records_shed_total', { app: id, reason: 'random' }), diverted.length);
 });
 
 test('overload backpressure mode should drop nothing and keep memory bounded while the backlog grows', async (t) => {
@@ -224,7 +218,7 @@ test('overload backpressure mode should drop nothing and keep memory bounded whi
   assert.equal(out.length, n, 'every record processed');
 });
 
-test('overload advisor should recommend 3 workers for one worker at over twice its capacity, and 3 workers should end the shedding', async (t) => {
+test('overload advisor should recommend 3 workers for one worker at over twice its capacity (U ≈ 2.1), and 3 workers should end the shedding', async (t) => {
   const { id, input, output, env } = await jobTopics('t-advise', 6);
   const e = overloadEnv(env, 'shed');
   const w1 = spawnWorker('busy', { name: 'w1', env: e });
@@ -233,11 +227,11 @@ test('overload advisor should recommend 3 workers for one worker at over twice i
   t.after(() => cleanup(p, ws, id));
   await ready(w1);
   // The load is set in the worker's own terms: U = Σ (λ + lag/τ) / C, the busy seconds per second
-  // it would need. Start at ~2.3x the nominal capacity, read U once settled and correct the rate
-  // once, so that U ≈ 2.3 (the 2.5x of the issue leaves only 7 % between 2.5/3 and H at three
-  // workers, less than the capacity estimates move on a shared machine): ⌈2.3 / 0.9⌉ = 3, and at
-  // three workers each runs at ≈ 0.77 < H.
-  const target = 2.3;
+  // it would need. Start near 2x the nominal capacity, read U once settled and correct the rate
+  // once, so that U ≈ 2.1: ⌈2.1 / 0.9⌉ = 3, and at three workers each runs at ≈ 0.7 < H. (At the
+  // issue's 2.5x, three workers would run at 0.83, within the few % that C moves by when the
+  // machine is shared: each worker gets less of a core, and C counts that.)
+  const target = 2.1;
   let rate = target * 0.9 * (1e6 / COST_US);
   await p.start(rate);
   const utilisation = async () => (await w1.status()).overload?.utilisation ?? 0;

@@ -2,6 +2,8 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { loadConfig } from '../../../src/config/load.js';
 import { configLeaves } from '../../../src/config/schema.js';
+import { App, json } from '../../../src/index.js';
+import { validateOverload } from '../../../src/overload/validate.js';
 
 test('overload config should default to backpressure with H = 0.9 and be settable from env', () => {
   const c = loadConfig({ env: {} });
@@ -30,4 +32,34 @@ test('overload config should reject a headroom outside (0, 1] and priority drops
   );
   const ok = loadConfig({ env: { SLUICE_OVERLOAD_DROP: 'priority', SLUICE_OVERLOAD_PLACEMENT: 'operator' } });
   assert.equal(ok.overload.drop, 'priority');
+});
+
+test('validateOverload should refuse operator placement without .shed() points and priority drops without a priority', () => {
+  const base = loadConfig({ env: {} }).overload;
+  const plain = new App({ id: 'v1' });
+  plain
+    .stream('in', { value: json<number>() })
+    .map((v) => v + 1)
+    .to('out');
+  assert.throws(
+    () => validateOverload(plain.topology(), { ...base, mode: 'shed', placement: 'operator' }),
+    /no \.shed\(\) point/,
+  );
+  validateOverload(plain.topology(), { ...base, mode: 'backpressure', placement: 'operator' });
+  validateOverload(plain.topology(), { ...base, mode: 'shed', placement: 'source' });
+  const noPrio = new App({ id: 'v2' });
+  noPrio.stream('in', { value: json<number>() }).shed({ name: 'drop-here' }).to('out');
+  const prioCfg = {
+    ...base,
+    mode: 'divert' as const,
+    placement: 'operator' as const,
+    drop: 'priority' as const,
+  };
+  assert.throws(() => validateOverload(noPrio.topology(), prioCfg), /drop-here have no priority/);
+  const withPrio = new App({ id: 'v3' });
+  withPrio
+    .stream('in', { value: json<number>() })
+    .shed({ priority: (v) => v })
+    .to('out');
+  validateOverload(withPrio.topology(), prioCfg);
 });
