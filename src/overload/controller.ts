@@ -280,7 +280,8 @@ export class OverloadController {
    * the worker can sustain, not just its operators; on a machine loaded by others it also counts
    * the time the process waited for a core. Below half busy it is 1: the loop's other work is
    * then mostly polling fetches that cost the same at any load, and charging it to a few records
-   * would make a lightly loaded worker look slow. Capped at +25 %: beyond that the extra is
+   * would make a lightly loaded worker look slow; it is phased in between 50 % and 90 % busy, so
+   * that C does not jump as the load crosses half. Capped at +25 %: beyond that the extra is
    * mostly per-batch work (fetching and skipping shed records in many small batches) that does not
    * grow with the kept records, and charging it to them would spiral: more shedding, fewer kept
    * records to share the overhead, a lower C, more shedding.
@@ -290,7 +291,8 @@ export class OverloadController {
     const d = performance.eventLoopUtilization(now, this.#elu);
     this.#elu = now;
     if (chainBusyMs < 5 || d.utilization < 0.5) return 1;
-    return Math.min(MAX_OVERHEAD, Math.max(1, d.active / chainBusyMs));
+    const full = Math.min(MAX_OVERHEAD, Math.max(1, d.active / chainBusyMs));
+    return 1 + (full - 1) * Math.min(1, (d.utilization - 0.5) / 0.4);
   }
 
   /** Per-operator cost over all tasks (operators of one name are one operator in the job). */
