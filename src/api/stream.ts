@@ -170,6 +170,24 @@ export class Stream<K, V> {
     return new KeyedStream<K, V>(this.app, node);
   }
 
+  /**
+   * A load-shedding point. Under overload (`overload.mode: shed | divert` with
+   * `overload.placement: operator`) the worker drops here the fraction of records that keeps it
+   * within its headroom: at random, or (with `overload.drop: priority`) those of lowest
+   * `priority(value)` first. In divert mode the dropped records go to `<appId>-overflow`, keyed
+   * as here, the value serialized with `value` (JSON by default). Otherwise records pass through.
+   * Place it before the expensive operators: shedding after them saves nothing.
+   * @example stream.shed({ priority: (order) => order.amount }).map(enrich).to('enriched')
+   */
+  shed(
+    opts: NamedOptions & { priority?: (value: V, ctx: RecordContext<K>) => number; value?: Serde<V> } = {},
+  ): this {
+    return this.next(
+      { kind: 'shed', priority: opts.priority as any, value: opts.value },
+      { name: opts.name },
+    ) as any;
+  }
+
   /** Writes the stream to a topic. The key serde defaults to the stream's, the value serde to JSON. */
   to(topic: string, serdes: Serdes<K, V> = {}, opts?: NamedOptions): void {
     if (!topic || /\s/.test(topic)) throw new TopologyError(`invalid topic name ${JSON.stringify(topic)}`);

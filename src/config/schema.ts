@@ -160,6 +160,30 @@ const http = z
   })
   .strict();
 
+/**
+ * What a worker does when records arrive faster than it can process them (docs/OPERATIONS.md,
+ * "Overload"). Shed fraction p = max(0, 1 − H·C / (λ + lag/τ)), re-evaluated every
+ * `evaluateIntervalMs`, smoothed.
+ */
+const overload = z
+  .object({
+    /** `backpressure` never drops (lag grows); `shed` drops; `divert` writes shed records to `<appId>-overflow`. */
+    mode: z.enum(['backpressure', 'shed', 'divert']).default('backpressure'),
+    /** H: the fraction of measured capacity the worker may use; the rest absorbs noise and overheads. */
+    headroom: z.number().gt(0).max(1).default(0.9),
+    /** τ: a backlog should drain within this time; lag/τ is added to the arrival rate. */
+    latencyTargetMs: z.number().int().min(100).max(3_600_000).default(5000),
+    /** `source`: drop before deserializing, at the input; `operator`: at the job's `.shed()` points. */
+    placement: z.enum(['source', 'operator']).default('source'),
+    /** `random`: each record with probability p; `priority`: lowest `priority(value)` first (needs `operator`). */
+    drop: z.enum(['random', 'priority']).default('random'),
+    /** How often λ, C, lag and p are re-evaluated (one ListOffsets per input topic each time). */
+    evaluateIntervalMs: z.number().int().min(100).max(60_000).default(1000),
+    /** EWMA weight of a new sample of λ, C and p (1 = no smoothing). */
+    smoothing: z.number().gt(0).max(1).default(0.5),
+  })
+  .strict();
+
 const log = z
   .object({
     level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
@@ -175,11 +199,19 @@ export const configSchema = z
     state: state.prefault({}),
     http: http.prefault({}),
     log: log.prefault({}),
+    overload: overload.prefault({}),
   })
   .strict()
   .superRefine((c, ctx) => {
     if (c.http.authMetrics && c.http.authToken === undefined)
       ctx.addIssue({ code: 'custom', path: ['http', 'authMetrics'], message: 'needs http.authToken' });
+    if (c.overload.drop === 'priority' && c.overload.placement !== 'operator')
+      ctx.addIssue({
+        code: 'custom',
+        path: ['overload', 'drop'],
+        message:
+          "overload.drop 'priority' needs overload.placement 'operator' (priorities come from the job's .shed({ priority }) points)",
+      });
   });
 
 export type SluiceConfig = z.infer<typeof configSchema>;

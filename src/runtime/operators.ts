@@ -31,6 +31,8 @@ export interface Emitter {
  * receives the records a windowed operator found late (its `late` children).
  */
 export type ProcessOpFactory = (node: GraphNode, downstream: Op, late: Op) => Op;
+/** Builds the operator for a `.shed()` point; supplied by the task, which owns the shedder. */
+export type ShedOpFactory = (node: GraphNode, downstream: Op) => Op;
 
 function fanOut(children: Op[]): Op {
   if (children.length === 1) return children[0]!;
@@ -104,6 +106,8 @@ export function compileOperators(
   processOp: ProcessOpFactory,
   hooks: OperatorHooks = { late() {} },
   counts?: Float64Array,
+  shedOp?: ShedOpFactory,
+  wrap?: (node: GraphNode, op: Op) => Op,
 ): Map<string, Op> {
   const compiled = new Map<number, Op>();
   // A child with two inputs learns which one a record came from.
@@ -199,6 +203,9 @@ export function compileOperators(
         };
         break;
       }
+      case 'shed':
+        op = shedOp ? shedOp(node, next) : next;
+        break;
       case 'sink': {
         const topic = s.topic;
         const ks: Serde<unknown> = s.key;
@@ -218,6 +225,7 @@ export function compileOperators(
       }
     }
     if (s.kind !== 'source' && s.kind !== 'merge') op = guard(node, op);
+    if (wrap) op = wrap(node, op);
     if (counts && node.id < counts.length) op = counted(op, node.id, counts);
     compiled.set(node.id, op);
     return op;

@@ -5,6 +5,9 @@ import type { PlainProducer, TransactionalProducer, WrittenOffsets } from '../ka
 import type { InRecord, OutRecord, TopicPartitionOffset } from '../kafka/types.js';
 import type { Logger } from '../ops/logger.js';
 import type { WorkerMetrics } from '../ops/metrics.js';
+import { OperatorCostSampler } from '../overload/operator-cost.js';
+import { createShedOp } from '../overload/shed-op.js';
+import { TaskShedder } from '../overload/shedder.js';
 import type { SubTopology } from '../topology/build.js';
 import { checkpointSize } from './checkpoint-size.js';
 import { Collector } from './collector.js';
@@ -12,6 +15,7 @@ import { deadLetterRecord, type ErrorPolicy } from './dead-letter.js';
 import { compileOperators, type Op } from './operators.js';
 import { MutableRecordContext } from './record-context.js';
 import type { TaskState } from './task-state.js';
+import { overflowTopic } from './topics.js';
 
 /**
  * A task: one partition of one sub-topology's input topics. It owns its operators, its keyed
@@ -75,6 +79,10 @@ export class Task {
   /** Records processed since the last checkpoint (including dead-lettered ones). */
   #dirtyRecords = 0;
   readonly #policy: ErrorPolicy;
+  /** Overload: the drop decisions and the busy-time counters the overload controller reads. */
+  readonly shedder: TaskShedder;
+  /** Overload: per-operator cost, timed on a sample of records. */
+  readonly costs = new OperatorCostSampler();
 
   constructor(id: string, sub: SubTopology, partition: number, deps: TaskDeps) {
     this.id = id;
@@ -85,6 +93,12 @@ export class Task {
     this.#policy = deps.config.processing.errorPolicy;
     this.logger = deps.logger.child({ task: id });
     this.#rc.partition = partition;
+    this.shedder = new TaskShedder({ ...deps.config.overload, overflowTopic: overflowTopic(deps.appId) });
+  }
+
+  /** Next offset to process on an input topic (for lag), once known. */
+  positionOf(topic: string): bigint | undefined {
+    return this.#next.get(topic);
   }
 
   get state(): TaskStateName {
@@ -185,6 +199,9 @@ export class Task {
       },
       { late: (operator, action) => this.#deps.metrics.lateRecords.inc({ app, operator, action }) },
       this.#deps.opCounts,
+      (node, down) =>
+        createShedOp(node, down, { shedder: this.shedder, rc: this.#rc, emitter: this.#collector }),
+      (node, op) => this.costs.wrap(node, op),
     );
     this.#lastCheckpoint = Date.now();
     if (this.isClosed) return this.#release();
@@ -242,10 +259,27 @@ export class Task {
     rc.topic = topic;
     rc.watermark = this.#watermark;
     const started = performance.now();
+    const shedder = this.shedder;
+    const shedAtSource = shedder.atSource && shedder.p > 0;
+    const shedBefore = shedder.shed;
+    let shed = 0;
     for (let i = first; i < records.length; i++) {
       const r = records[i]!;
       rc.offset = r.offset;
       rc.timestamp = Number(r.timestamp);
+      if (shedAtSource && shedder.dropRandom()) {
+        // Shed before deserializing: the cheapest place. Its offset is committed like any other.
+        shed++;
+        if (shedder.divert)
+          collector.emit(
+            shedder.overflowTopic,
+            r.key,
+            r.value,
+            rc.timestamp,
+            shedder.overflowHeaders(r, topic, this.partition),
+          );
+        continue;
+      }
       rc.headers = r.headers as Record<string, unknown> | undefined;
       const mark = collector.count;
       let key: unknown;
@@ -271,6 +305,7 @@ export class Task {
       }
       try {
         rc.key = key;
+        this.costs.next();
         op.push(key, value);
       } catch (e) {
         collector.truncate(mark);
@@ -285,11 +320,17 @@ export class Task {
     }
     this.#dirtyRecords += n;
     if (n > 0) {
+      const busyMs = performance.now() - started;
+      shedder.processed += n - shed;
+      shedder.busyMs += busyMs;
       this.#deps.metrics.recordsIn.inc({ app: this.#deps.appId, topic }, n);
-      this.#deps.metrics.processingTime.observe(
-        { app: this.#deps.appId },
-        (performance.now() - started) / 1000,
-      );
+      // Counted with the batch (source and .shed() drops alike), so in step with records_in.
+      if (shedder.shed > shedBefore)
+        this.#deps.metrics.recordsShed.inc(
+          { app: this.#deps.appId, reason: shedder.reason },
+          shedder.shed - shedBefore,
+        );
+      this.#deps.metrics.processingTime.observe({ app: this.#deps.appId }, busyMs / 1000);
     }
     return n;
   }
@@ -443,6 +484,10 @@ export class Task {
     const now = Date.now();
     for (const [topic, l] of records) {
       if (topic === this.#deps.deadLetterTopic) continue;
+      if (topic === this.shedder.overflowTopic) {
+        this.#deps.metrics.recordsOut.inc({ app, topic }, l.length);
+        continue;
+      }
       this.#deps.metrics.recordsOut.inc({ app, topic }, l.length);
       for (let i = 0; i < l.length; i++)
         this.#deps.metrics.latency.observe({ app, topic }, Math.max(0, now - Number(l[i]!.timestamp)) / 1000);

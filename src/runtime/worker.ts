@@ -10,6 +10,8 @@ import { isAuthError } from '../kafka/security.js';
 import { type MemberInfo, taskIdOf } from '../kafka/task-assigner.js';
 import type { Logger } from '../ops/logger.js';
 import { createWorkerMetrics, initWorkerMetrics, type WorkerMetrics } from '../ops/metrics.js';
+import { OverloadController } from '../overload/controller.js';
+import { validateOverload } from '../overload/validate.js';
 import { StateIoError } from '../state/errors.js';
 import type { Topology } from '../topology/build.js';
 import { GroupView } from './group-view.js';
@@ -72,6 +74,7 @@ export class Worker {
   readonly clientId: string;
   #memberId: string | undefined;
   readonly #statusSections = new Map<string, StatusSection>();
+  #overload: OverloadController | undefined;
 
   constructor(opts: WorkerOptions) {
     this.#opts = opts;
@@ -168,6 +171,7 @@ export class Worker {
       'worker starting',
     );
     this.logger.debug(this.topology.describe());
+    validateOverload(this.topology, this.config.overload);
     const admin = await this.#retrying(
       'connect to Kafka',
       () => this.client.admin(),
@@ -175,7 +179,7 @@ export class Worker {
     );
     this.#plan = await this.#retrying(
       'prepare topics',
-      () => prepareTopics(admin, this.topology),
+      () => prepareTopics(admin, this.topology, { overflow: this.config.overload.mode === 'divert' }),
       (e) => !(e instanceof SluiceError),
     );
     const topics = this.topology.subtopologies.flatMap((s) => s.sourceTopics);
@@ -203,6 +207,22 @@ export class Worker {
     const interval = Math.max(10, Math.floor(this.config.processing.commitIntervalMs / 2));
     this.#timer = setInterval(() => this.#checkpointDue(), interval);
     this.#timer.unref();
+    this.#overload = new OverloadController({
+      appId: this.app.id,
+      groupId: this.app.id,
+      config: this.config.overload,
+      logger: this.logger,
+      metrics: this.metrics,
+      admin: () => this.client.admin(),
+      tasks: () => [...this.#tasks.values()].filter((t) => t.state === 'running'),
+      subtopologies: this.topology.subtopologies,
+      isInternal: (t) => this.topology.repartitionTopics.has(t),
+      partitions: () => this.#plan,
+      lagOf: (topic, partition) => this.#lag.get(`${topic}:${partition}`),
+    });
+    this.#overload.start();
+    const overload = this.#overload;
+    this.addStatusSection('overload', () => overload.status());
     this.#state = 'running';
     this.logger.info({ topics }, 'worker running');
   }
@@ -419,6 +439,7 @@ export class Worker {
     this.logger.info('worker stopping');
     if (this.#timer) clearInterval(this.#timer);
     this.group.close();
+    this.#overload?.stop();
     const tasks = [...this.#tasks.values()];
     await Promise.all(tasks.map((t) => t.close({ checkpoint: !failed })));
     this.#tasks.clear();

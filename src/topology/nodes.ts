@@ -33,7 +33,12 @@ export type NodeSpec =
     }
   /** Records a windowed operator found late: to a side-output topic, or dropped; counted either way. */
   | { kind: 'late'; operator: string; topic?: string; key: Serde<any>; value: Serde<any> }
-  | { kind: 'sink'; topic: string; key: Serde<any>; value: Serde<any>; internal: boolean };
+  | { kind: 'sink'; topic: string; key: Serde<any>; value: Serde<any>; internal: boolean }
+  | {
+      kind: 'shed';
+      priority: ((value: any, ctx: RecordContext<any>) => number) | undefined;
+      value: Serde<any> | undefined;
+    };
 
 export type NodeKind = NodeSpec['kind'];
 
