@@ -218,7 +218,10 @@ export class Task {
 
   /** Waits for a checkpoint in flight. */
   async idle(): Promise<void> {
-    while (this.#busy) await this.#busy;
+    // A failed checkpoint is handled by whoever started it (the worker resets the task); a batch
+    // that only waits for it must not fail too (kafkajs would crash the consumer on a
+    // non-retriable error, such as a coordinator lost in a broker outage).
+    while (this.#busy) await this.#busy.catch(() => undefined);
   }
 
   get hasPending(): boolean {

@@ -328,5 +328,10 @@ test('overload priority drops at a .shed() point should shed the lowest prioriti
   assert.ok(metricSum(m, 'sluice_records_shed_total', { app: id, reason: 'priority' }) > 0);
   assert.ok(kept[3]! >= 0.95 * sent[3]!, 'the highest priority is (almost) all kept');
   assert.ok(kept[0]! < 0.5 * sent[0]!, 'the lowest priority is shed most');
-  assert.ok(kept[0]! <= kept[1]! && kept[1]! <= kept[2]! && kept[2]! <= kept[3]!, 'kept rises with priority');
+  // Compare kept fractions: the priorities may have one record more or less each.
+  const frac = kept.map((k, q) => k / sent[q]!);
+  assert.ok(
+    frac[0]! <= frac[1]! && frac[1]! <= frac[2]! && frac[2]! <= frac[3]!,
+    `kept rises with priority (${frac})`,
+  );
 });

@@ -22,7 +22,7 @@ test('a checkpoint should keep the offsets and records processed while it was in
     .to('out');
   const sub = app.topology().subtopologies[0]!;
   const commits: Array<{ records: number; offsets: Array<{ topic: string; offset: string }> }> = [];
-  let release: () => void = () => undefined;
+  let release: (e?: Error) => void = () => undefined;
   const producer = {
     async commitTransaction(
       records: Map<string, unknown[]>,
@@ -30,8 +30,8 @@ test('a checkpoint should keep the offsets and records processed while it was in
     ) {
       const n = records.get('out')?.length ?? 0;
       commits.push({ records: n, offsets: o.offsets.map(({ topic, offset }) => ({ topic, offset })) });
-      await new Promise<void>((r) => {
-        release = r;
+      await new Promise<void>((r, j) => {
+        release = (e) => (e ? j(e) : r());
       });
       return new Map();
     },
@@ -88,6 +88,14 @@ test('a checkpoint should keep the offsets and records processed while it was in
     'both inputs committed to their ends',
   );
   assert.equal(task.hasPending, false);
+
+  // A checkpoint that fails rejects for its caller only: a batch waiting for it goes on.
+  task.process('orders', [rec(3, 'a', { n: 4 })], () => undefined);
+  const third = task.checkpoint();
+  const waiting = task.idle();
+  release(new Error('coordinator lost'));
+  await assert.rejects(third, /coordinator lost/);
+  await waiting;
   await task.close({ checkpoint: false });
 });
 
