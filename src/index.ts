@@ -6,8 +6,15 @@
  * app.stream('clicks', { value: json<{ page: string; bot: boolean }>() }).filter((c) => !c.bot).to('human-clicks');
  * export default app;
  */
-export { App, type AppOptions } from './api/app.js';
-export type { ProcessContext, Processor, RecordContext, TimerContext, Timers } from './api/context.js';
+export { App, type AppOptions, type StreamOptions } from './api/app.js';
+export type {
+  ConnectProcessor,
+  ProcessContext,
+  Processor,
+  RecordContext,
+  TimerContext,
+  Timers,
+} from './api/context.js';
 export { bytes, json, number, type Serde, type Serdes, string } from './api/serdes.js';
 export {
   type ListState,
@@ -18,7 +25,25 @@ export {
   type ValueState,
   valueState,
 } from './api/state.js';
-export { KeyedStream, type NamedOptions, Stream } from './api/stream.js';
+export {
+  ConnectedStreams,
+  KeyedStream,
+  type NamedOptions,
+  Stream,
+  type StreamJoinOptions,
+  Table,
+  WindowedStream,
+} from './api/stream.js';
+export {
+  hopping,
+  session,
+  sliding,
+  tumbling,
+  type WindowBounds,
+  type Windowed,
+  type WindowOptions,
+  type WindowSpec,
+} from './api/windows.js';
 export { loadConfig } from './config/load.js';
 export type { SluiceConfig, SluiceConfigInput } from './config/schema.js';
 export {

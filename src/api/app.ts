@@ -1,8 +1,14 @@
 import { TopologyError } from '../errors.js';
 import { buildTopology, type Topology } from '../topology/build.js';
+import type { TimestampSpec } from '../topology/nodes.js';
 import { GraphBuilder } from '../topology/nodes.js';
-import { bytes, type Serdes, string } from './serdes.js';
-import { type KeyedStream, Stream } from './stream.js';
+import { bytes, json, type Serde, type Serdes, string } from './serdes.js';
+import { type KeyedStream, Stream, Table } from './stream.js';
+
+export interface StreamOptions<K, V> extends Serdes<K, V> {
+  /** Event time: the Kafka timestamp (default), `'processing'` (wall clock), or extracted from the value. */
+  timestamp?: TimestampSpec;
+}
 
 export interface AppOptions {
   /** The application id: the consumer group id and the prefix of every internal topic. */
@@ -32,14 +38,29 @@ export class App {
     this.id = opts.id;
   }
 
-  /** Reads a topic. Keys default to UTF-8 strings and values to raw bytes unless serdes are given. */
-  stream<K = string, V = Buffer>(topic: string, serdes: Serdes<K, V> = {}): Stream<K, V> {
+  /**
+   * Reads a topic. Keys default to UTF-8 strings and values to raw bytes unless serdes are given.
+   * Event time is the Kafka timestamp unless `timestamp` extracts one from the record (or is
+   * `'processing'`: the wall clock when the record is processed).
+   * @example app.stream('trades', { value: json<Trade>(), timestamp: (t) => t.executedAt })
+   */
+  stream<K = string, V = Buffer>(topic: string, opts: StreamOptions<K, V> = {}): Stream<K, V> {
     if (this.#topology) throw new TopologyError('the topology is already built; add streams before starting');
-    const key = serdes.key ?? string();
-    const value = serdes.value ?? bytes();
+    const key = opts.key ?? string();
+    const value = opts.value ?? bytes();
+    const ts = opts.timestamp;
+    if (ts !== undefined && ts !== 'processing' && typeof ts !== 'function')
+      throw new TopologyError(`timestamp must be 'processing' or a function, got ${JSON.stringify(ts)}`);
     const node = this.graph.add(
       'source',
-      { kind: 'source', topics: [topic], key, value, internal: false },
+      {
+        kind: 'source',
+        topics: [topic],
+        key,
+        value,
+        internal: false,
+        ...(ts !== undefined ? { timestamp: ts } : {}),
+      },
       [],
       {
         keySerde: key,
@@ -47,6 +68,27 @@ export class App {
       },
     );
     return new Stream<K, V>({ id: this.id, graph: this.graph }, node);
+  }
+
+  /**
+   * A table over a topic keyed like the streams that join it (the latest value per key; a null
+   * value deletes). Values default to JSON. @example const users = app.table('users', { value: json<User>() })
+   */
+  table<K = string, V = unknown>(topic: string, serdes: Serdes<K, V> = {}): Table<K, V> {
+    if (this.#topology) throw new TopologyError('the topology is already built; add tables before starting');
+    const key = serdes.key ?? string();
+    const value = serdes.value ?? (json() as Serde<V>);
+    const node = this.graph.add(
+      'source',
+      { kind: 'source', topics: [topic], key, value, internal: false, table: true },
+      [],
+      {
+        name: `table-${topic.replace(/[^A-Za-z0-9._-]/g, '_')}`,
+        keySerde: key,
+        keyed: true,
+      },
+    );
+    return new Table<K, V>({ id: this.id, graph: this.graph }, node, topic, value);
   }
 
   /** Reads a topic whose records are already partitioned by key (keyed state allowed at once). */

@@ -21,6 +21,11 @@ export interface Timers {
 }
 
 export interface ProcessContext<K, R, S extends Record<string, StateDescriptor>> extends RecordContext<K> {
+  /**
+   * The task's event-time watermark: the smallest of its stream inputs' largest timestamps, less
+   * `processing.maxOutOfOrdernessMs`. Undefined until every stream input of the task has a record.
+   */
+  readonly watermark: number | undefined;
   /** Keyed state, scoped to `key`. */
   readonly state: StateHandles<S>;
   readonly timers: Timers;
@@ -32,6 +37,7 @@ export interface TimerContext<K, R, S extends Record<string, StateDescriptor>> {
   readonly key: K;
   readonly timestamp: number;
   readonly domain: 'event' | 'processing';
+  readonly watermark: number | undefined;
   readonly state: StateHandles<S>;
   readonly timers: Timers;
   emit(value: R, opts?: { timestamp?: number }): void;
@@ -40,5 +46,22 @@ export interface TimerContext<K, R, S extends Record<string, StateDescriptor>> {
 export interface Processor<K, V, R, S extends Record<string, StateDescriptor>> {
   state?: S;
   onRecord(value: V, ctx: ProcessContext<K, R, S>): void;
+  onTimer?(timestamp: number, ctx: TimerContext<K, R, S>): void;
+}
+
+/**
+ * Two keyed streams sharing one keyed state (`left.connect(right).process(...)`): records of the
+ * left stream go to `onLeft`, of the right one to `onRight`, both with the state of their key.
+ * @example a control stream that blocks words for a data stream
+ * words.connect(blocks).process({
+ *   state: { blocked: valueState<boolean>() },
+ *   onLeft(w, ctx) { if (!ctx.state.blocked.get()) ctx.emit(w); },
+ *   onRight(b, ctx) { if (b.blocked) ctx.state.blocked.set(true); else ctx.state.blocked.clear(); },
+ * })
+ */
+export interface ConnectProcessor<K, L, Rt, R, S extends Record<string, StateDescriptor>> {
+  state?: S;
+  onLeft(value: L, ctx: ProcessContext<K, R, S>): void;
+  onRight(value: Rt, ctx: ProcessContext<K, R, S>): void;
   onTimer?(timestamp: number, ctx: TimerContext<K, R, S>): void;
 }

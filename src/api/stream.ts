@@ -1,9 +1,17 @@
 import { TopologyError } from '../errors.js';
 import { repartitionTopic } from '../topology/build.js';
 import type { GraphBuilder, GraphNode, StoreSpec } from '../topology/nodes.js';
-import type { Processor, RecordContext } from './context.js';
+import type { ConnectProcessor, ProcessContext, Processor, RecordContext } from './context.js';
 import { json, type Serde, type Serdes, string } from './serdes.js';
-import { type StateDescriptor, valueState } from './state.js';
+import { listState, type StateDescriptor, valueState } from './state.js';
+import {
+  type WindowBounds,
+  type Windowed,
+  type WindowFold,
+  type WindowOptions,
+  type WindowSpec,
+  windowProcessor,
+} from './windows.js';
 
 export interface AppInternals {
   readonly id: string;
@@ -28,6 +36,11 @@ export class Stream<K, V> {
   constructor(app: AppInternals, node: GraphNode) {
     this.app = app;
     this.node = node;
+  }
+
+  /** @internal */
+  app_(): AppInternals {
+    return this.app;
   }
 
   protected next<K2, V2>(
@@ -175,16 +188,57 @@ export class KeyedStream<K, V> extends Stream<K, V> {
     opts?: NamedOptions,
   ): KeyedStream<K, R> {
     const name = opts?.name ?? `process-${this.app.graph.nodes.length}`;
-    const stores: StoreSpec[] = Object.entries(processor.state ?? {}).map(([stateName, descriptor]) => ({
-      name: `${name}-${stateName}`,
-      stateName,
-      descriptor: descriptor as StateDescriptor,
-    }));
-    if (processor.onTimer) {
-      // Timers are state too: a changelogged store of (domain, time, key) entries.
-      stores.push({ name: `${name}-timers`, stateName: '__timers', descriptor: valueState<number>() });
-    }
+    const stores = storesOf(name, processor.state, !!processor.onTimer);
     return this.next({ kind: 'process', processor: processor as any, stores }, { name }) as KeyedStream<K, R>;
+  }
+
+  /**
+   * Groups records into event-time windows per key; aggregate them with count, reduce, aggregate
+   * or process. @example .window(tumbling(10_000), { grace: 2_000 }).count().to('counts')
+   */
+  window(spec: WindowSpec, opts: WindowOptions & NamedOptions = {}): WindowedStream<K, V> {
+    return new WindowedStream<K, V>(this, spec, opts);
+  }
+
+  /**
+   * Two keyed streams sharing one keyed state: `process({ onLeft, onRight })`. Both inputs must be
+   * co-partitioned (same key, same partition count; `keyBy` makes them so).
+   */
+  connect<V2>(other: KeyedStream<K, V2>): ConnectedStreams<K, V, V2> {
+    if (other.node === this.node) throw new TopologyError('cannot connect a stream to itself');
+    return new ConnectedStreams<K, V, V2>(this.app, this, other);
+  }
+
+  /**
+   * Joins with a table (the table's current value for the record's key) or with another stream
+   * within a time window (every pair of records of a key at most `within` ms apart).
+   * @example clicks.join(users, (click, user) => ({ ...click, country: user.country }))
+   * @example orders.join(payments, { within: 60_000 }, (o, p) => ({ o, p }))
+   */
+  join<T, R>(
+    table: Table<K, T>,
+    joiner: (value: V, row: T, ctx: RecordContext<K>) => R,
+    opts?: NamedOptions,
+  ): KeyedStream<K, R>;
+  join<V2, R>(
+    other: KeyedStream<K, V2>,
+    window: StreamJoinOptions,
+    joiner: (left: V, right: V2, ctx: RecordContext<K>) => R,
+  ): KeyedStream<K, R>;
+  join(other: any, a: any, b?: any): KeyedStream<K, any> {
+    if (other instanceof Table) return tableJoin(this, other, a, b, false);
+    if (!(other instanceof KeyedStream))
+      throw new TopologyError('join takes a table or a keyed stream (use keyBy or byKey first)');
+    return streamJoin(this, other, a, b);
+  }
+
+  /** Like a table join, but records without a table row join with `undefined`. */
+  leftJoin<T, R>(
+    table: Table<K, T>,
+    joiner: (value: V, row: T | undefined, ctx: RecordContext<K>) => R,
+    opts?: NamedOptions,
+  ): KeyedStream<K, R> {
+    return tableJoin(this, table, joiner, opts, true);
   }
 
   /** A running reduction per key; emits the new value for every record. */
@@ -229,5 +283,299 @@ export class KeyedStream<K, V> extends Stream<K, V> {
       (n) => n + 1,
       { name: opts?.name ?? `count-${this.app.graph.nodes.length}` },
     );
+  }
+}
+
+function storesOf(
+  name: string,
+  state: Record<string, StateDescriptor> | undefined,
+  timers: boolean,
+): StoreSpec[] {
+  const stores: StoreSpec[] = Object.entries(state ?? {}).map(([stateName, descriptor]) => ({
+    name: `${name}-${stateName}`,
+    stateName,
+    descriptor,
+  }));
+  // Timers are state too: a changelogged store of (domain, time, key) entries.
+  if (timers)
+    stores.push({ name: `${name}-timers`, stateName: '__timers', descriptor: valueState<number>() });
+  return stores;
+}
+
+/**
+ * A table: the latest value per key of a (compacted) topic, materialized in RocksDB by each
+ * operator that joins with it. Tombstones (null values) delete the row. Its records do not move
+ * the watermark. @example const users = app.table('users', { value: json<User>() })
+ */
+export class Table<K, V> {
+  /** @internal */
+  readonly node: GraphNode;
+  /** @internal */
+  readonly stream: KeyedStream<K, V>;
+  /** @internal */
+  readonly valueSerde: Serde<V>;
+  readonly topic: string;
+
+  /** @internal */
+  constructor(app: AppInternals, node: GraphNode, topic: string, valueSerde: Serde<V>) {
+    this.node = node;
+    this.topic = topic;
+    this.valueSerde = valueSerde;
+    this.stream = new KeyedStream<K, V>(app, node);
+  }
+}
+
+/** Two keyed streams connected into one processor with shared keyed state. */
+export class ConnectedStreams<K, L, Rt> {
+  readonly #app: AppInternals;
+  readonly #left: KeyedStream<K, L>;
+  readonly #right: KeyedStream<K, Rt>;
+
+  /** @internal */
+  constructor(app: AppInternals, left: KeyedStream<K, L>, right: KeyedStream<K, Rt>) {
+    this.#app = app;
+    this.#left = left;
+    this.#right = right;
+  }
+
+  process<R, S extends Record<string, StateDescriptor> = any>(
+    processor: ConnectProcessor<K, L, Rt, R, S>,
+    opts?: NamedOptions,
+  ): KeyedStream<K, R> {
+    const name = opts?.name ?? `connect-${this.#app.graph.nodes.length}`;
+    const stores = storesOf(name, processor.state, !!processor.onTimer);
+    const inner: Processor<any, any, any, any> = {
+      state: processor.state,
+      onRecord() {
+        throw new Error('a connected processor takes records through onLeft and onRight');
+      },
+      ...(processor.onTimer ? { onTimer: processor.onTimer as any } : {}),
+    };
+    const node = this.#app.graph.add(
+      'process',
+      {
+        kind: 'process',
+        processor: inner,
+        stores,
+        sides: { onLeft: processor.onLeft, onRight: processor.onRight },
+      },
+      [this.#left.node, this.#right.node],
+      { name, keySerde: this.#left.node.keySerde, keyed: true },
+    );
+    return new KeyedStream<K, R>(this.#app, node);
+  }
+}
+
+function tableJoin<K, V, T, R>(
+  stream: KeyedStream<K, V>,
+  table: Table<K, T>,
+  joiner: (value: V, row: T | undefined, ctx: RecordContext<K>) => R,
+  opts: NamedOptions | undefined,
+  left: boolean,
+): KeyedStream<K, R> {
+  if (typeof joiner !== 'function') throw new TopologyError('join needs a joiner function');
+  return stream.connect(table.stream).process(
+    {
+      state: { row: valueState<T>(table.valueSerde) },
+      onLeft(value, ctx: ProcessContext<K, R, { row: ReturnType<typeof valueState<T>> }>) {
+        const row = ctx.state.row.get();
+        if (row === undefined && !left) return;
+        ctx.emit(joiner(value, row, ctx));
+      },
+      onRight(row, ctx) {
+        if (row === null || row === undefined) ctx.state.row.clear();
+        else ctx.state.row.set(row);
+      },
+    },
+    { name: opts?.name ?? `join-${table.topic}` },
+  );
+}
+
+export interface StreamJoinOptions extends NamedOptions {
+  /** Records of the two sides join when their timestamps are at most this far apart (ms). */
+  within: number;
+  /** How long after that records are still accepted (ms of event time). Default 0. */
+  grace?: number;
+}
+
+function streamJoin<K, L, Rt, R>(
+  left: KeyedStream<K, L>,
+  right: KeyedStream<K, Rt>,
+  opts: StreamJoinOptions,
+  joiner: (l: L, r: Rt, ctx: RecordContext<K>) => R,
+): KeyedStream<K, R> {
+  const within = opts?.within;
+  const grace = opts?.grace ?? 0;
+  if (!Number.isSafeInteger(within) || within < 0)
+    throw new TopologyError(`a stream-stream join needs { within: ms ≥ 0 }, got ${JSON.stringify(opts)}`);
+  if (!Number.isSafeInteger(grace) || grace < 0)
+    throw new TopologyError(`join grace must be ≥ 0 ms, got ${grace}`);
+  if (typeof joiner !== 'function') throw new TopologyError('join needs a joiner function');
+  const name = opts.name ?? `join-${left.node.name}-${right.node.name}`;
+  // Each side buffers its records ([time, value], by key) until no record of the other side
+  // can join them any more: until the watermark passes time + within + grace.
+  type Buf = Array<[number, unknown]>;
+  const side = (mine: 'l' | 'r', theirs: 'l' | 'r', leftFirst: boolean) => (value: unknown, c: any) => {
+    const t: number = c.timestamp;
+    const w: number | undefined = c.watermark;
+    if (w !== undefined && t + within + grace <= w) return c.late(value);
+    const buf: Buf = c.state[mine].get() as Buf;
+    buf.push([t, value]);
+    c.state[mine].update(buf);
+    c.timers.atEventTime(t + within + grace);
+    for (const [u, other] of c.state[theirs].get() as Buf) {
+      if (Math.abs(u - t) > within) continue;
+      const out = leftFirst ? joiner(value as L, other as Rt, c) : joiner(other as L, value as Rt, c);
+      c.emit(out, { timestamp: Math.max(t, u) });
+    }
+  };
+  const joined = left.connect(right).process<R, any>(
+    {
+      state: { l: listState<[number, L]>(), r: listState<[number, Rt]>() },
+      onLeft: side('l', 'r', true),
+      onRight: side('r', 'l', false),
+      onTimer(ts, ctx) {
+        for (const s of ['l', 'r'] as const) {
+          const buf = ctx.state[s].get() as Buf;
+          const keep = buf.filter(([t]) => t + within + grace > ts);
+          if (keep.length !== buf.length) ctx.state[s].update(keep);
+        }
+      },
+    },
+    { name },
+  );
+  addLate(left.app_(), joined.node, name, undefined, left.node.keySerde, json());
+  return joined;
+}
+
+/** The late branch of a windowed operator: a side-output topic, or a counter of drops. */
+function addLate(
+  app: AppInternals,
+  op: GraphNode,
+  operator: string,
+  topic: string | undefined,
+  key: Serde<any>,
+  value: Serde<any>,
+): void {
+  app.graph.add(
+    'late',
+    { kind: 'late', operator, ...(topic !== undefined ? { topic } : {}), key, value },
+    [op],
+    { name: `${operator}-late`, keySerde: key, keyed: false },
+  );
+}
+
+/**
+ * A keyed stream grouped into windows. The result is a keyed stream of `{ start, end, value }`
+ * per key and window: once when the window closes (default) or on every update.
+ */
+export class WindowedStream<K, V> {
+  readonly #parent: KeyedStream<K, V>;
+  readonly #spec: WindowSpec;
+  readonly #opts: WindowOptions & NamedOptions;
+  readonly #late: { topic: string; serdes: Serdes<K, V> } | undefined;
+
+  /** @internal */
+  constructor(
+    parent: KeyedStream<K, V>,
+    spec: WindowSpec,
+    opts: WindowOptions & NamedOptions,
+    late?: { topic: string; serdes: Serdes<K, V> },
+  ) {
+    this.#parent = parent;
+    this.#spec = spec;
+    this.#opts = opts;
+    this.#late = late;
+  }
+
+  /** Sends late records (their windows closed) to `topic` instead of dropping them. */
+  late(topic: string, serdes: Serdes<K, V> = {}): WindowedStream<K, V> {
+    if (!topic || /\s/.test(topic)) throw new TopologyError(`invalid topic name ${JSON.stringify(topic)}`);
+    return new WindowedStream<K, V>(this.#parent, this.#spec, this.#opts, { topic, serdes });
+  }
+
+  /** Records per window. */
+  count(opts?: NamedOptions): KeyedStream<K, Windowed<number>> {
+    return this.#build(
+      {
+        init: () => 0,
+        add: (n: number) => n + 1,
+        merge: (a: number, b: number) => a + b,
+        result: (n: number) => n,
+      },
+      'count',
+      opts?.name,
+    );
+  }
+
+  /** Combines the values of a window pairwise. */
+  reduce(fn: (acc: V, value: V) => V, opts?: NamedOptions): KeyedStream<K, Windowed<V>> {
+    return this.#build(
+      {
+        init: () => null,
+        add: (acc: V | null, v: V) => (acc === null || acc === undefined ? v : fn(acc, v)),
+        merge: (a: V | null, b: V | null) =>
+          a === null || a === undefined ? b : b === null || b === undefined ? a : fn(a, b),
+        result: (acc: V | null) => (acc === null ? undefined : acc),
+      },
+      'reduce',
+      opts?.name,
+    );
+  }
+
+  /**
+   * Folds the values of a window from `init()`. Session windows also need `merge` (two sessions
+   * bridged by a record become one). Accumulators are stored as JSON.
+   */
+  aggregate<A>(
+    init: () => A,
+    add: (acc: A, value: V, ctx: RecordContext<K>) => A,
+    opts: NamedOptions & { merge?: (a: A, b: A) => A } = {},
+  ): KeyedStream<K, Windowed<A>> {
+    return this.#build(
+      { init, add, ...(opts.merge ? { merge: opts.merge } : {}), result: (a: A) => a },
+      'aggregate',
+      opts.name,
+    );
+  }
+
+  /**
+   * Calls `fn` with every value of a window (in arrival order) when it closes (or on each update);
+   * emits what it returns unless undefined. Values are stored as JSON until then.
+   */
+  process<R>(
+    fn: (values: V[], window: WindowBounds, key: K) => R | undefined,
+    opts?: NamedOptions,
+  ): KeyedStream<K, Windowed<R>> {
+    return this.#build(
+      {
+        init: () => [] as V[],
+        add: (acc: V[], v: V) => {
+          acc.push(v);
+          return acc;
+        },
+        merge: (a: V[], b: V[]) => a.concat(b),
+        result: (acc: V[], w: WindowBounds, key: unknown) => fn(acc, w, key as K),
+      },
+      'process',
+      opts?.name,
+    );
+  }
+
+  #build<R>(fold: WindowFold<any, any, any>, what: string, named?: string): KeyedStream<K, Windowed<R>> {
+    const parent = this.#parent;
+    const name = named ?? this.#opts.name ?? `window-${what}-${parent.app_().graph.nodes.length}`;
+    const out = parent.process<Windowed<R>, any>(windowProcessor(this.#spec, fold, this.#opts) as any, {
+      name,
+    });
+    addLate(
+      parent.app_(),
+      out.node,
+      name,
+      this.#late?.topic,
+      this.#late?.serdes.key ?? parent.node.keySerde,
+      this.#late?.serdes.value ?? json(),
+    );
+    return out as KeyedStream<K, Windowed<R>>;
   }
 }

@@ -61,7 +61,12 @@ export class KafkaAdmin {
   async committedOffsets(groupId: string, topics: readonly string[]): Promise<TopicPartitionOffset[]> {
     const r = await this.#admin.fetchOffsets({ groupId, topics: [...topics] });
     return r.flatMap((t) =>
-      t.partitions.map((p) => ({ topic: t.topic, partition: p.partition, offset: p.offset })),
+      t.partitions.map((p) => ({
+        topic: t.topic,
+        partition: p.partition,
+        offset: p.offset,
+        metadata: p.metadata ?? null,
+      })),
     );
   }
 

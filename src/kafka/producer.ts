@@ -121,11 +121,14 @@ export class TransactionalProducer {
         mergeMax(written, lastOffsets(meta, topicMessages));
       }
       if (offsets.offsets.length > 0) {
-        const byTopic = new Map<string, Array<{ partition: number; offset: string }>>();
+        const byTopic = new Map<
+          string,
+          Array<{ partition: number; offset: string; metadata?: string | null }>
+        >();
         for (const o of offsets.offsets) {
           let l = byTopic.get(o.topic);
           if (!l) byTopic.set(o.topic, (l = []));
-          l.push({ partition: o.partition, offset: o.offset });
+          l.push({ partition: o.partition, offset: o.offset, metadata: o.metadata ?? null });
         }
         await tx.sendOffsets({
           consumerGroupId: offsets.groupId,

@@ -28,6 +28,8 @@ export interface TopicPartitionOffset {
   partition: number;
   /** The next offset to read. */
   offset: string;
+  /** Committed with the offset (a task keeps its partition's event time here, as Kafka Streams does). */
+  metadata?: string | null;
 }
 
 export interface TopicSpec {

@@ -54,6 +54,10 @@ export const METRIC = {
   txCommits: { name: 'sluice_transaction_commits_total', help: 'Kafka transactions committed.' },
   txAborts: { name: 'sluice_transaction_aborts_total', help: 'Kafka transactions aborted.' },
   errors: { name: 'sluice_errors_total', help: 'Errors by kind.' },
+  lateRecords: {
+    name: 'sluice_late_records_total',
+    help: 'Records that arrived after their window closed: sent to the late side output or dropped.',
+  },
 } as const;
 
 const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
@@ -70,6 +74,7 @@ export function createWorkerMetrics(registry: Registry) {
     recordsIn: c(METRIC.recordsIn, ['app', 'topic']),
     recordsOut: c(METRIC.recordsOut, ['app', 'topic']),
     recordsDeadLettered: c(METRIC.recordsDeadLettered, ['app', 'reason']),
+    lateRecords: c(METRIC.lateRecords, ['app', 'operator', 'action']),
     checkpoints: c(METRIC.checkpoints, ['app']),
     checkpointDuration: h(METRIC.checkpointDuration, ['app'], DURATION_BUCKETS),
     checkpointFailures: c(METRIC.checkpointFailures, ['app', 'reason']),

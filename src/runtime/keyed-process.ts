@@ -108,9 +108,10 @@ export function createProcessOp(
   downstream: Op,
   rc: MutableRecordContext,
   st: RocksTaskState,
+  late?: Op,
 ): Op {
   if (node.spec.kind !== 'process') throw new Error('not a process node');
-  const { processor, stores } = node.spec;
+  const { processor, stores, sides } = node.spec;
   const keySerde = node.keySerde;
   const scope: KeyScope = { bytes: Buffer.alloc(0) };
   const handles: Record<string, unknown> = {};
@@ -153,6 +154,9 @@ export function createProcessOp(
     get headers() {
       return rc.headers;
     },
+    get watermark() {
+      return rc.watermark;
+    },
     domain: 'event' as 'event' | 'processing',
     state: handles,
     timers: timers?.api ?? {
@@ -168,6 +172,11 @@ export function createProcessOp(
       rc.key = currentKey;
       downstream.push(currentKey, value);
       rc.timestamp = saved;
+    },
+    /** Internal (windows): the current record is late; to the `late` children, or dropped. */
+    late(value: unknown) {
+      rc.key = currentKey;
+      late?.push(currentKey, value);
     },
   };
   const setKey = (k: unknown) => {
@@ -190,6 +199,19 @@ export function createProcessOp(
       }
     };
     st.registerTimers(timers);
+  }
+  if (sides) {
+    const { onLeft, onRight } = sides;
+    return {
+      push() {
+        throw new Error(`operator ${node.name} has two inputs`);
+      },
+      side(i, k, v) {
+        setKey(k);
+        if (i === 0) onLeft(v, ctx);
+        else onRight(v, ctx);
+      },
+    };
   }
   return {
     push(k, v) {

@@ -5,6 +5,13 @@ import type { MutableRecordContext } from './record-context.js';
 /** A compiled operator: takes one record (the context holds its metadata) and pushes it on. */
 export interface Op {
   push(key: unknown, value: unknown): void;
+  /** Two-input operators (`connect`): a record from input `side` (0 left, 1 right). */
+  side?(side: number, key: unknown, value: unknown): void;
+}
+
+/** What operators report to the task besides records. */
+export interface OperatorHooks {
+  late(operator: string, action: 'dropped' | 'side_output'): void;
 }
 
 /** Where sink operators put serialized records; the task's collector. */
@@ -18,8 +25,11 @@ export interface Emitter {
   ): void;
 }
 
-/** Builds the operator for a `process` node; supplied by the task, which owns the state. */
-export type ProcessOpFactory = (node: GraphNode, downstream: Op) => Op;
+/**
+ * Builds the operator for a `process` node; supplied by the task, which owns the state. `late`
+ * receives the records a windowed operator found late (its `late` children).
+ */
+export type ProcessOpFactory = (node: GraphNode, downstream: Op, late: Op) => Op;
 
 function fanOut(children: Op[]): Op {
   if (children.length === 1) return children[0]!;
@@ -40,12 +50,20 @@ export function compileOperators(
   rc: MutableRecordContext,
   emitter: Emitter,
   processOp: ProcessOpFactory,
+  hooks: OperatorHooks = { late() {} },
 ): Map<string, Op> {
   const compiled = new Map<number, Op>();
+  // A child with two inputs learns which one a record came from.
+  const edge = (parent: GraphNode, child: GraphNode): Op => {
+    const op = compile(child);
+    if (child.spec.kind !== 'process' || !child.spec.sides) return op;
+    const i = child.parents.indexOf(parent);
+    return { push: (k, v) => op.side!(i, k, v) };
+  };
   const compile = (node: GraphNode): Op => {
     const done = compiled.get(node.id);
     if (done) return done;
-    const next = fanOut(node.children.map(compile));
+    const next = fanOut(node.children.filter((c) => c.spec.kind !== 'late').map((c) => edge(node, c)));
     const s = node.spec;
     let op: Op;
     switch (s.kind) {
@@ -107,8 +125,27 @@ export function compileOperators(
         break;
       }
       case 'process':
-        op = processOp(node, next);
+        op = processOp(node, next, fanOut(node.children.filter((c) => c.spec.kind === 'late').map(compile)));
         break;
+      case 'late': {
+        const { topic, operator } = s;
+        const ks: Serde<unknown> = s.key;
+        const vs: Serde<unknown> = s.value;
+        op = {
+          push(k, v) {
+            if (topic === undefined) return hooks.late(operator, 'dropped');
+            emitter.emit(
+              topic,
+              k === null || k === undefined ? null : ks.serialize(k),
+              vs.serialize(v),
+              rc.timestamp,
+              rc.headers,
+            );
+            hooks.late(operator, 'side_output');
+          },
+        };
+        break;
+      }
       case 'sink': {
         const topic = s.topic;
         const ks: Serde<unknown> = s.key;

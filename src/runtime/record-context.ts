@@ -11,4 +11,6 @@ export class MutableRecordContext implements RecordContext<unknown> {
   offset = '0';
   timestamp = 0;
   headers: Record<string, unknown> | undefined = undefined;
+  /** The task's watermark (undefined until every stream input has a record). */
+  watermark: number | undefined = undefined;
 }

@@ -97,11 +97,11 @@ export class RocksTaskState implements TaskState {
   }
 
   /** Fires due timers: event-time ones up to the watermark, processing-time ones up to now. */
-  advanceTime(watermark: number | undefined, now: number): number {
+  advanceTime(watermark: number | undefined, now: number | undefined): number {
     let n = 0;
     for (const t of this.#timers) {
       if (watermark !== undefined) n += t.fire('event', watermark);
-      n += t.fire('processing', now);
+      if (now !== undefined) n += t.fire('processing', now);
     }
     return n;
   }
@@ -111,8 +111,8 @@ export class RocksTaskState implements TaskState {
     this.#writes++;
   }
 
-  processOp(node: GraphNode, downstream: Op, rc: MutableRecordContext, _collector: Collector): Op {
-    return createProcessOp(node, downstream, rc, this);
+  processOp(node: GraphNode, downstream: Op, rc: MutableRecordContext, _collector: Collector, late?: Op): Op {
+    return createProcessOp(node, downstream, rc, this, late);
   }
 
   writeChangelog(out: Map<string, OutRecord[]>, partition: number): void {

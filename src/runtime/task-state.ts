@@ -12,13 +12,13 @@ import type { MutableRecordContext } from './record-context.js';
 export interface TaskState {
   /** True when some store changed since the last checkpoint. */
   readonly dirty: boolean;
-  processOp(node: GraphNode, downstream: Op, rc: MutableRecordContext, collector: Collector): Op;
+  processOp(node: GraphNode, downstream: Op, rc: MutableRecordContext, collector: Collector, late?: Op): Op;
   /** Adds the latest value (or a tombstone) of every dirty key to `out`, by changelog topic. */
   writeChangelog(out: Map<string, OutRecord[]>, partition: number): void;
   /** After the Kafka commit: one atomic RocksDB batch with the dirty keys and the meta entry. */
   commitLocal(written: WrittenOffsets, inputOffsets: Record<string, string>): Promise<void>;
-  /** Fires due timers (event time up to the watermark, processing time up to now). */
-  advanceTime(watermark: number | undefined, now: number): number;
+  /** Fires due timers (event time up to the watermark, processing time up to now; either may be skipped). */
+  advanceTime(watermark: number | undefined, now: number | undefined): number;
   /** Pushes cache counters to the metrics. */
   flushCacheMetrics(): void;
   close(): Promise<void>;

@@ -137,8 +137,14 @@ export class Task {
     // 3. Input offsets, and the operators.
     const admin = await this.#deps.client.admin();
     const committed = await admin.committedOffsets(this.#deps.groupId, this.sub.sourceTopics);
+    this.#maxTs.clear();
+    this.#watermark = undefined;
+    this.#rc.watermark = undefined;
+    this.#wmTopics = this.#watermarkTopics;
     for (const topic of this.sub.sourceTopics) {
       const c = committed.find((o) => o.topic === topic && o.partition === this.partition);
+      const t = eventTimeOf(c?.metadata);
+      if (t !== undefined) this.#maxTs.set(topic, t);
       let off = c && BigInt(c.offset) >= 0n ? BigInt(c.offset) : undefined;
       if (off === undefined) {
         // No commit yet: start at the log's start, explicitly, so that a reset goes back there too.
@@ -151,17 +157,25 @@ export class Task {
     this.#collector.clear();
     this.#toCommit.clear();
     this.#dirtyRecords = 0;
-    this.#ops = compileOperators(this.sub.sources, this.#rc, this.#collector, (node, down) => {
-      if (!this.#store)
-        throw new SluiceError(
-          'SLUICE_TOPOLOGY_INVALID',
-          `operator ${node.name} needs state but the task has none`,
-        );
-      return this.#store.processOp(node, down, this.#rc, this.#collector);
-    });
+    const app = this.#deps.appId;
+    this.#ops = compileOperators(
+      this.sub.sources,
+      this.#rc,
+      this.#collector,
+      (node, down, late) => {
+        if (!this.#store)
+          throw new SluiceError(
+            'SLUICE_TOPOLOGY_INVALID',
+            `operator ${node.name} needs state but the task has none`,
+          );
+        return this.#store.processOp(node, down, this.#rc, this.#collector, late);
+      },
+      { late: (operator, action) => this.#deps.metrics.lateRecords.inc({ app, operator, action }) },
+    );
     this.#lastCheckpoint = Date.now();
     if (this.isClosed) return this.#release();
     this.#to('running');
+    this.#moveWatermark();
     this.logger.info(
       {
         ms: Date.now() - started,
@@ -196,6 +210,7 @@ export class Task {
     if (!op || !source || source.spec.kind !== 'source') return 0;
     const ks = source.spec.key;
     const vs = source.spec.value;
+    const tsOf = source.spec.timestamp;
     const rc = this.#rc;
     const collector = this.#collector;
     const known = this.#next.get(topic);
@@ -204,14 +219,19 @@ export class Task {
     let first = 0;
     if (known !== undefined) while (first < records.length && BigInt(records[first]!.offset) < known) first++;
     const n = records.length - first;
+    // Event time is tracked per record: a record first moves its partition's time (and so maybe
+    // the watermark, firing the event-time timers it passes, e.g. closing windows), then is
+    // processed against that watermark. Decisions (late or not, which windows are open) thus
+    // depend only on the record order within the partition, never on how records were batched.
+    const inWatermark = !source.spec.table;
     let maxTs = this.#maxTs.get(topic) ?? Number.NEGATIVE_INFINITY;
     rc.topic = topic;
+    rc.watermark = this.#watermark;
     const started = performance.now();
     for (let i = first; i < records.length; i++) {
       const r = records[i]!;
       rc.offset = r.offset;
       rc.timestamp = Number(r.timestamp);
-      if (rc.timestamp > maxTs) maxTs = rc.timestamp;
       rc.headers = r.headers as Record<string, unknown> | undefined;
       const mark = collector.count;
       let key: unknown;
@@ -219,9 +239,21 @@ export class Task {
       try {
         key = r.key === null ? null : ks.deserialize(r.key);
         value = vs.deserialize(r.value);
+        if (tsOf !== undefined) {
+          rc.key = key;
+          const t = tsOf === 'processing' ? Date.now() : tsOf(value, rc);
+          if (typeof t !== 'number' || !Number.isFinite(t))
+            throw new SerdeError(`timestamp extractor returned ${String(t)}, not a finite number`);
+          rc.timestamp = t;
+        }
       } catch (e) {
         this.#deadLetter(topic, r, e instanceof SluiceError ? e : new SerdeError(String(e), e));
         continue;
+      }
+      if (inWatermark && rc.timestamp > maxTs) {
+        maxTs = rc.timestamp;
+        this.#maxTs.set(topic, maxTs);
+        this.#moveWatermark();
       }
       try {
         rc.key = key;
@@ -238,10 +270,6 @@ export class Task {
       this.#toCommit.set(topic, next);
     }
     this.#dirtyRecords += n;
-    if (n > 0 && this.#store) {
-      this.#maxTs.set(topic, maxTs);
-      this.#advanceTime();
-    }
     if (n > 0) {
       this.#deps.metrics.recordsIn.inc({ app: this.#deps.appId, topic }, n);
       this.#deps.metrics.processingTime.observe(
@@ -254,16 +282,50 @@ export class Task {
 
   /** Event time per input topic (max seen); the watermark is the minimum, less the allowed disorder. */
   readonly #maxTs = new Map<string, number>();
+  #watermark: number | undefined;
   get watermark(): number | undefined {
-    if (this.#maxTs.size < this.sub.sourceTopics.length) return undefined;
-    let min = Number.POSITIVE_INFINITY;
-    for (const v of this.#maxTs.values()) min = Math.min(min, v);
-    return min - this.#deps.config.processing.maxOutOfOrdernessMs;
+    return this.#watermark;
   }
+
+  /** Stream inputs (not tables) make the watermark: a table's updates carry no event-time promise. */
+  get #watermarkTopics(): string[] {
+    return this.sub.sourceTopics.filter((t) => {
+      const s = this.sub.sources.get(t)?.spec;
+      return !(s?.kind === 'source' && s.table);
+    });
+  }
+
+  /** Recomputes the watermark from the partitions' times; fires the event-time timers it passes. */
+  #moveWatermark(): void {
+    if (this.#wmTopics.length === 0) return;
+    let min = Number.POSITIVE_INFINITY;
+    for (const t of this.#wmTopics) {
+      const v = this.#maxTs.get(t);
+      if (v === undefined) return; // a partition not heard from yet holds the watermark back
+      if (v < min) min = v;
+    }
+    const w = min - this.#deps.config.processing.maxOutOfOrdernessMs;
+    if (this.#watermark !== undefined && w <= this.#watermark) return;
+    this.#watermark = w;
+    this.#rc.watermark = w;
+    if (this.#store) {
+      const saved = this.#rc.timestamp;
+      try {
+        this.#store.advanceTime(w, undefined);
+      } catch (e) {
+        this.#deps.metrics.errors.inc({ app: this.#deps.appId, kind: 'timer' });
+        this.logger.error({ err: e }, 'onTimer threw; the timer is dropped');
+      } finally {
+        this.#rc.timestamp = saved;
+      }
+    }
+  }
+
+  #wmTopics: string[] = [];
 
   #advanceTime(): void {
     try {
-      this.#store?.advanceTime(this.watermark, Date.now());
+      this.#store?.advanceTime(undefined, Date.now());
     } catch (e) {
       this.#deps.metrics.errors.inc({ app: this.#deps.appId, kind: 'timer' });
       this.logger.error({ err: e }, 'onTimer threw; the timer is dropped');
@@ -328,11 +390,17 @@ export class Task {
     this.#store?.writeChangelog(changelog, this.partition);
     const all = new Map(records);
     for (const [t, l] of changelog) all.set(t, l);
-    const offsets: TopicPartitionOffset[] = [...this.#toCommit].map(([topic, o]) => ({
-      topic,
-      partition: this.partition,
-      offset: o.toString(),
-    }));
+    // The partition's event time goes with its offset (as Kafka Streams does), so that a task
+    // restarted anywhere resumes with the watermark it had: late is late, before and after a crash.
+    const offsets: TopicPartitionOffset[] = [...this.#toCommit].map(([topic, o]) => {
+      const t = this.#maxTs.get(topic);
+      return {
+        topic,
+        partition: this.partition,
+        offset: o.toString(),
+        metadata: t === undefined ? null : JSON.stringify({ t }),
+      };
+    });
     let written: WrittenOffsets;
     if (this.#eos) {
       written = await this.#producer!.commitTransaction(all, { groupId: this.#deps.groupId, offsets });
@@ -434,5 +502,16 @@ export class Task {
     this.#store = undefined;
     await producer?.close();
     await store?.close();
+  }
+}
+
+/** The event time a task committed with its offset (`{"t": ms}`), if any. */
+function eventTimeOf(metadata: string | null | undefined): number | undefined {
+  if (!metadata) return undefined;
+  try {
+    const t = (JSON.parse(metadata) as { t?: unknown }).t;
+    return typeof t === 'number' && Number.isFinite(t) ? t : undefined;
+  } catch {
+    return undefined;
   }
 }

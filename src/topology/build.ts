@@ -80,6 +80,8 @@ export function buildTopology(appId: string, nodes: readonly GraphNode[]): Topol
       } else if (n.spec.kind === 'sink') {
         sinkTopics.push(n.spec.topic);
         if (n.spec.internal) sinkOwner.set(n.spec.topic, id);
+      } else if (n.spec.kind === 'late') {
+        if (n.spec.topic !== undefined) sinkTopics.push(n.spec.topic);
       } else if (n.spec.kind === 'process') {
         for (const s of n.spec.stores) {
           if (storeNames.has(s.name)) throw new TopologyError(`duplicate store name ${s.name}`);
@@ -124,8 +126,8 @@ function describeTopology(appId: string, subs: readonly SubTopology[]): string {
       const extra =
         n.spec.kind === 'source'
           ? ` [${n.spec.topics.join(', ')}]`
-          : n.spec.kind === 'sink'
-            ? ` -> ${n.spec.topic}`
+          : n.spec.kind === 'sink' || (n.spec.kind === 'late' && n.spec.topic !== undefined)
+            ? ` -> ${(n.spec as { topic: string }).topic}`
             : n.spec.kind === 'process' && n.spec.stores.length > 0
               ? ` stores: ${n.spec.stores.map((x) => x.name).join(', ')}`
               : '';

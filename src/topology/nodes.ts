@@ -7,7 +7,17 @@ import type { StateDescriptor } from '../api/state.js';
  * Repartition topics cut the graph into sub-topologies (see build.ts).
  */
 export type NodeSpec =
-  | { kind: 'source'; topics: string[]; key: Serde<any>; value: Serde<any>; internal: boolean }
+  | {
+      kind: 'source';
+      topics: string[];
+      key: Serde<any>;
+      value: Serde<any>;
+      internal: boolean;
+      /** Event time of a record: the Kafka timestamp (absent), the wall clock, or extracted. */
+      timestamp?: TimestampSpec;
+      /** A table's changelog input: its updates do not move the watermark. */
+      table?: boolean;
+    }
   | { kind: 'map'; fn: (value: any, ctx: RecordContext<any>) => any }
   | { kind: 'filter'; fn: (value: any, ctx: RecordContext<any>) => boolean }
   | { kind: 'flatMap'; fn: (value: any, ctx: RecordContext<any>) => Iterable<any> }
@@ -18,10 +28,21 @@ export type NodeSpec =
       kind: 'process';
       processor: Processor<any, any, any, Record<string, StateDescriptor>>;
       stores: StoreSpec[];
+      /** Two inputs (`connect`): records of parents[0] go to onLeft, of parents[1] to onRight. */
+      sides?: ConnectHandlers;
     }
+  /** Records a windowed operator found late: to a side-output topic, or dropped; counted either way. */
+  | { kind: 'late'; operator: string; topic?: string; key: Serde<any>; value: Serde<any> }
   | { kind: 'sink'; topic: string; key: Serde<any>; value: Serde<any>; internal: boolean };
 
 export type NodeKind = NodeSpec['kind'];
+
+export type TimestampSpec = 'processing' | ((value: any, ctx: RecordContext<any>) => number);
+
+export interface ConnectHandlers {
+  onLeft(value: any, ctx: any): void;
+  onRight(value: any, ctx: any): void;
+}
 
 export interface StoreSpec {
   /** Store name, unique in the app: `<operator>-<state>`; the changelog is `<appId>-<name>-changelog`. */
