@@ -28,6 +28,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import { cpus, freemem, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { createTopics, deleteTopicsMatching, uniqueName } from '../test/helpers/kafka.js';
+import { metricSum } from '../test/helpers/workers.js';
 import { endOffsets, observe, percentile, poller, produceAtRate, produceFast } from './lib/kafka-io.js';
 import {
   COMMIT_INTERVAL_MS,
@@ -60,6 +61,7 @@ interface Options {
   only: string[] | undefined;
   systems: SystemName[];
   write: boolean;
+  runTimeoutS: number;
 }
 
 function parseOptions(argv: string[]): Options {
@@ -76,6 +78,7 @@ function parseOptions(argv: string[]): Options {
     only: undefined,
     systems: ['sluice', 'kafka-streams'],
     write: true,
+    runTimeoutS: 300,
   };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]!;
@@ -124,6 +127,9 @@ function parseOptions(argv: string[]): Options {
         o.systems = next().split(',') as SystemName[];
         for (const s of o.systems)
           if (s !== 'sluice' && s !== 'kafka-streams') throw new Error(`--systems: unknown system ${s}`);
+        break;
+      case '--run-timeout-s':
+        o.runTimeoutS = num();
         break;
       case '--no-write':
         o.write = false;
@@ -266,6 +272,22 @@ async function prepare(w: Workload, id: string, n: number, partitions: number) {
   return { input, output, table, make, produceSeconds };
 }
 
+/**
+ * Sluice's join commits, per task, the offsets of only one of its two input topics (seen on
+ * 2026-11-30: the group lag of the other stays at its full size although /status shows lag 0),
+ * so for the join alone "input fully consumed" is read from `sluice_records_in_total` (records
+ * read and processed), and the result is marked in the report.
+ */
+async function sluiceJoinDone(proc: Proc, w: Workload, n: number): Promise<boolean> {
+  if (!proc.metricsUrl || w.kind !== 'join') return false;
+  const text = await (await fetch(proc.metricsUrl)).text();
+  if (metricSum(text, 'sluice_records_in_total') < n + (w.table ?? 0)) return false;
+  await sleep(COMMIT_INTERVAL_MS * 2); // the last checkpoint
+  joinFallbackUsed = true;
+  return true;
+}
+let joinFallbackUsed = false;
+
 async function runOne(
   system: SystemName,
   w: Workload,
@@ -315,13 +337,18 @@ async function runOne(
       },
       () => undefined,
     );
-    const deadline = t0 + 5 * 60_000;
+    const deadline = t0 + o.runTimeoutS * 1000;
     let firstAt = 0;
     let lastAt = 0;
     let lastHigh = 0;
     const inputs = t.table ? [t.input, t.table] : [t.input];
     for (;;) {
-      if (performance.now() > deadline) throw new Error('timed out (5 min)');
+      if (performance.now() > deadline) {
+        const lags = await Promise.all(inputs.map(async (t) => `${t}: lag ${await poll.lag(id, [t])}`));
+        throw new Error(
+          `timed out (${o.runTimeoutS} s): output high-water mark ${lastHigh}, ${lags.join(', ')}\n${proc.logs.slice(-10).join('\n')}`,
+        );
+      }
       if (proc.child.exitCode !== null || proc.child.signalCode !== null)
         throw new Error(`exited early:\n${proc.logs.slice(-20).join('\n')}`);
       if (system === 'kafkajs-ceiling') {
@@ -343,7 +370,7 @@ async function runOne(
           lastAt = now;
           if (!firstAt) firstAt = now;
         }
-        if (firstAt && (await poll.lag(id, inputs)) === 0) {
+        if (firstAt && ((await poll.lag(id, inputs)) === 0 || (await sluiceJoinDone(proc, w, n)))) {
           // Outputs come in chunks (one per commit), so the end is when the input is all
           // committed (within 100 ms of the last output chunk), not the last chunk's poll.
           res.seconds = (Math.max(lastAt, performance.now()) - firstAt) / 1000;
@@ -366,7 +393,13 @@ async function runOne(
       try {
         const sent = await produceAtRate(t.input, o.latencyRate, o.latencySeconds, t.make, n);
         const until = performance.now() + 20_000;
-        while (performance.now() < until && (await poll.lag(id, inputs)) > 0) await sleep(100);
+        while (
+          performance.now() < until &&
+          (await poll.lag(id, inputs)) > 0 &&
+          !(w.kind === 'join' && system === 'sluice')
+        )
+          await sleep(100);
+        if (w.kind === 'join' && system === 'sluice') await sleep(2000);
         await sleep(1000); // the observer's last fetch
         res.p50 = percentile(obs.latencies, 50);
         res.p99 = percentile(obs.latencies, 99);
@@ -378,7 +411,7 @@ async function runOne(
       }
     }
   } catch (e) {
-    res.error = (e as Error).message.split('\n')[0];
+    res.error = (e as Error).message.split('\n')[0]!.split(':')[0];
     console.error(`  ${system} ${w.id} ${guarantee}: ${(e as Error).message}`);
   } finally {
     await proc?.kill('SIGKILL');
@@ -532,6 +565,11 @@ function report(o: Options, runs: RunResult[], recs: RecoveryResult[], env: stri
     );
   }
   L.push('');
+  if (joinFallbackUsed)
+    L.push(
+      'Sluice join: its consumer group never showed lag 0 (per task, only one of the two input topics had committed offsets), so its end was taken from `sluice_records_in_total` (all records read and processed) instead. Sluice also processed many clicks before the table rows of their users had arrived, hence fewer joined records out (an inner join drops them); Kafka Streams picks records by timestamp across the two topics, so the table, produced first, is loaded first.',
+      '',
+    );
   const missing = WORKLOADS.filter((w) => !available('sluice', w.kind)).map((w) => w.id);
   if (missing.length)
     L.push(`Not run for Sluice (its DSL has no windows or joins in this build): ${missing.join(', ')}.`, '');

@@ -58,6 +58,8 @@ export interface Proc {
   kill(signal: NodeJS.Signals): Promise<number | string>;
   /** ceiling only: the lines it printed (FIRST <ms>, DONE <ms> <n>) */
   lines: string[];
+  /** Sluice only: its /metrics URL */
+  metricsUrl?: string;
 }
 
 export async function freePort(): Promise<number> {
@@ -156,6 +158,7 @@ export async function startProc(s: RunSpec): Promise<Proc> {
     logs,
     lines,
     exited,
+    ...(httpPort ? { metricsUrl: `http://127.0.0.1:${httpPort}/metrics` } : {}),
     async ready(timeoutMs) {
       const t0 = Date.now();
       for (;;) {
