@@ -1,8 +1,9 @@
 #!/usr/bin/env node
 // `npm run bench [-- options]`: after `npm run build`, builds the Kafka Streams peer
-// (`mvn -q package`), starts a local Kafka unless KAFKA_BROKERS is set (port --kafka-port,
-// default 19493), runs dist/bench/run.js with the options, and stops the broker it started.
+// (`mvn -q package`, when its sources changed), starts a local Kafka unless KAFKA_BROKERS is
+// set (port --kafka-port, default 19493; the broker also takes the next port for its controller), runs dist/bench/run.js with the options, and stops the broker it started.
 import { spawnSync } from 'node:child_process';
+import { existsSync, readdirSync, statSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -17,10 +18,21 @@ function run(cmd, argv, opts = {}) {
   return r.status ?? 1;
 }
 
-console.error('building the Kafka Streams peer (mvn -q package)…');
-if (run('mvn', ['-q', '-B', 'package'], { cwd: join(root, 'bench/peers/kafka-streams') }) !== 0) {
-  console.error('mvn package failed in bench/peers/kafka-streams');
-  process.exit(1);
+// Re-package only when the pom or a source is newer than the jar (shading takes ~30 s of CPU).
+const peer = join(root, 'bench/peers/kafka-streams');
+const jar = join(peer, 'target/kafka-streams-peer.jar');
+const newest = (dir) =>
+  readdirSync(dir, { withFileTypes: true }).reduce(
+    (m, e) => Math.max(m, e.isDirectory() ? newest(join(dir, e.name)) : statSync(join(dir, e.name)).mtimeMs),
+    0,
+  );
+const sourcesAt = Math.max(statSync(join(peer, 'pom.xml')).mtimeMs, newest(join(peer, 'src')));
+if (!existsSync(jar) || statSync(jar).mtimeMs < sourcesAt) {
+  console.error('building the Kafka Streams peer (mvn -q package)…');
+  if (run('mvn', ['-q', '-B', 'package'], { cwd: peer }) !== 0) {
+    console.error('mvn package failed in bench/peers/kafka-streams');
+    process.exit(1);
+  }
 }
 
 const sluice = join(root, 'bin/sluice.js');

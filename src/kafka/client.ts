@@ -1,3 +1,4 @@
+import './kafkajs-patch.js';
 import { type Admin, Kafka, type Producer } from 'kafkajs';
 import type { Logger } from '../ops/logger.js';
 import { KafkaAdmin } from './admin.js';

@@ -1,3 +1,4 @@
+import './kafkajs-patch.js';
 import { logLevel as kafkaLogLevel, type logCreator } from 'kafkajs';
 import type { Logger } from '../ops/logger.js';
 

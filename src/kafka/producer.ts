@@ -1,3 +1,4 @@
+import './kafkajs-patch.js';
 import { CompressionTypes, type Producer, type RecordMetadata, type Transaction } from 'kafkajs';
 import type { OutRecord, TopicPartitionOffset } from './types.js';
 

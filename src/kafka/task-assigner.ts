@@ -1,3 +1,4 @@
+import './kafkajs-patch.js';
 import { AssignerProtocol, type PartitionAssigner } from 'kafkajs';
 
 /**
