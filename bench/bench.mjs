@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // `npm run bench [-- options]`: after `npm run build`, builds the Kafka Streams peer
-// (`mvn -q package`, when its sources changed), starts a local Kafka unless KAFKA_BROKERS is
-// set (port --kafka-port, default 19493; the broker also takes the next port for its controller), runs dist/bench/run.js with the options, and stops the broker it started.
+// (`mvn -q package`, when its sources changed), starts a local Kafka unless KAFKA_BROKERS is set
+// (port --kafka-port, default 19494; the broker also takes the next port for its controller),
+// runs dist/bench/run.js with the options, and stops the broker it started.
 import { spawnSync } from 'node:child_process';
 import { existsSync, readdirSync, statSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
@@ -10,7 +11,7 @@ import { fileURLToPath } from 'node:url';
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const args = process.argv.slice(2);
 const portAt = args.indexOf('--kafka-port');
-const port = portAt >= 0 ? args[portAt + 1] : '19493';
+const port = portAt >= 0 ? args[portAt + 1] : '19494';
 
 function run(cmd, argv, opts = {}) {
   const r = spawnSync(cmd, argv, { stdio: 'inherit', ...opts });

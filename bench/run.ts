@@ -3,11 +3,12 @@
  *
  *   npm run bench                 # full run (~15 min on 2 cores)
  *   npm run bench -- --quick      # smoke run (~2–3 min)
- *   npm run bench -- --only count-1e3-uniform,map-filter --no-recovery
+ *   npm run bench -- --only count-1e3-uniform,map-filter     # these workloads only
+ *   npm run bench -- --only recovery --recovery-keys 100000   # the recovery test only
  *
  * `npm run bench` builds (tsc), builds the Kafka Streams peer (`mvn -q package` in
  * bench/peers/kafka-streams), then runs this file. It uses KAFKA_BROKERS when set, otherwise it
- * starts a local Kafka 4.4.0 on --kafka-port (default 19493) and stops it at the end.
+ * starts a local Kafka 4.4.0 on --kafka-port (default 19494, and 19495 for its controller) and stops it at the end.
  *
  * For every workload, system and guarantee, one fresh process on fresh topics (4 partitions):
  *  1. N records are produced before the process starts (deterministic, bench/workloads.ts).
@@ -250,7 +251,13 @@ function available(system: SystemName, kind: JobKind): boolean {
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const short = (s: SystemName) => (s === 'sluice' ? 'sl' : s === 'kafka-streams' ? 'ks' : 'cl');
 
-async function prepare(w: Workload, id: string, n: number, partitions: number) {
+async function prepare(
+  w: Workload,
+  id: string,
+  n: number,
+  partitions: number,
+  poll: Awaited<ReturnType<typeof poller>>,
+) {
   const input = `${id}-in`;
   const output = `${id}-out`;
   const table = w.table ? `${id}-users` : undefined;
@@ -259,6 +266,7 @@ async function prepare(w: Workload, id: string, n: number, partitions: number) {
     { topic: output, partitions },
     ...(table ? [{ topic: table, partitions }] : []),
   ]);
+  await poll.waitFor([input, output, ...(table ? [table] : [])]);
   if (table) await produceFast(table, w.table!, userRow);
   const make = eventMaker(seedOf(w.id), w.dist);
   // Windows: event time runs at 10k records/s and ends 1 s before now, so the latency phase
@@ -313,7 +321,7 @@ async function runOne(
   let proc: Proc | undefined;
   const poll = await poller();
   try {
-    const t = await prepare(w, id, n, o.partitions);
+    const t = await prepare(w, id, n, o.partitions, poll);
     const brokers = process.env.KAFKA_BROKERS!;
     const t0 = performance.now();
     proc = await startProc({
@@ -456,6 +464,7 @@ async function recovery(system: SystemName, keys: number, o: Options): Promise<R
       { topic: input, partitions: o.partitions },
       { topic: output, partitions: o.partitions },
     ]);
+    await poll.waitFor([input, output]);
     await produceFast(input, keys, eventMaker(1, { keys, dist: 'sequential' }));
     let t0 = performance.now();
     proc = await startProc(spec);
@@ -606,7 +615,9 @@ async function main(): Promise<void> {
   const selected = WORKLOADS.filter((w) => (o.only ? o.only.includes(w.id) : o.quick ? w.quick : true));
   if (o.only)
     for (const id of o.only)
-      if (!WORKLOADS.some((w) => w.id === id)) throw new Error(`--only: unknown workload ${id}`);
+      if (id !== 'recovery' && !WORKLOADS.some((w) => w.id === id))
+        throw new Error(`--only: unknown workload ${id} (or "recovery")`);
+  if (o.only) o.recovery = o.only.includes('recovery');
   const log = (s: string) => console.error(`[${((performance.now() - started) / 1000).toFixed(0)} s] ${s}`);
 
   const ceilingW = WORKLOADS[0]!;

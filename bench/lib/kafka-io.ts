@@ -82,28 +82,49 @@ export async function endOffsets(topic: string): Promise<Map<number, number>> {
 
 export const sum = (m: Map<number, number>) => [...m.values()].reduce((a, b) => a + b, 0);
 
-/** A long-lived admin connection for polling (one connection instead of one per poll). */
+/**
+ * A long-lived admin connection for polling (one connection instead of one per poll). A failed
+ * call (a topic not yet known to the broker, a loaded machine) reads as "not there yet":
+ * `high` gives -1 and `lag` gives Infinity, and the caller polls again.
+ */
 export async function poller() {
   const a = testKafka().admin();
   await a.connect();
   return {
     async high(topic: string): Promise<number> {
-      const r = await a.fetchTopicOffsets(topic);
-      return r.reduce((s, p) => s + Number(p.high), 0);
+      try {
+        const r = await a.fetchTopicOffsets(topic);
+        return r.reduce((s, p) => s + Number(p.high), 0);
+      } catch {
+        return -1;
+      }
     },
     /** Records of `topics` not yet committed by `groupId` (-1 = nothing committed yet). */
     async lag(groupId: string, topics: string[]): Promise<number> {
-      let lag = 0;
-      const committed = await a.fetchOffsets({ groupId, topics });
-      for (const t of committed) {
-        const ends = await a.fetchTopicOffsets(t.topic);
-        for (const e of ends) {
-          const c = t.partitions.find((p) => p.partition === e.partition);
-          const off = c && Number(c.offset) >= 0 ? Number(c.offset) : Number(e.low);
-          lag += Math.max(0, Number(e.high) - off);
+      try {
+        let lag = 0;
+        const committed = await a.fetchOffsets({ groupId, topics });
+        for (const t of committed) {
+          const ends = await a.fetchTopicOffsets(t.topic);
+          for (const e of ends) {
+            const c = t.partitions.find((p) => p.partition === e.partition);
+            const off = c && Number(c.offset) >= 0 ? Number(c.offset) : Number(e.low);
+            lag += Math.max(0, Number(e.high) - off);
+          }
         }
+        return lag;
+      } catch {
+        return Number.POSITIVE_INFINITY;
       }
-      return lag;
+    },
+    /** Waits until the broker answers for every topic (its metadata has spread). */
+    async waitFor(topics: string[], timeoutMs = 30_000): Promise<void> {
+      const t0 = Date.now();
+      for (const t of topics)
+        while ((await this.high(t)) < 0) {
+          if (Date.now() - t0 > timeoutMs) throw new Error(`topic ${t} not available after ${timeoutMs} ms`);
+          await new Promise((r) => setTimeout(r, 200));
+        }
     },
     close: () => a.disconnect(),
   };
