@@ -8,6 +8,8 @@ export interface RunResult {
   recordsOut: number;
   seconds: number;
   throughput: number;
+  /** rate over the last 75 % of the input (after warm-up) */
+  warmThroughput?: number;
   cpuPerMillion: number;
   hwmBytes: number;
   startSeconds: number;
