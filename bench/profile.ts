@@ -3,7 +3,8 @@
  * functions and files with the most self time (V8's sampling profiler, 1 ms interval by default).
  *
  *   npm run build && KAFKA_BROKERS=127.0.0.1:19493 node dist/bench/profile.js \
- *     [--records 200000] [--keys 100000] [--dist uniform|zipf] [--guarantee exactly_once] [--out file.md]
+ *     [--records 200000] [--keys 100000] [--dist uniform|zipf] [--guarantee exactly_once]
+ *     [--out file.md] [--keep file.cpuprofile]
  *
  * The worker is stopped with SIGTERM once its group has committed the whole input, so the
  * profile covers start-up, processing and a clean shutdown; the table leaves out idle time.
@@ -31,6 +32,7 @@ function parseArgs(argv: string[]) {
     dist: 'uniform' as 'uniform' | 'zipf',
     guarantee: 'exactly_once',
     out: '',
+    keep: '',
   };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]!;
@@ -41,6 +43,7 @@ function parseArgs(argv: string[]) {
     else if (a === '--dist') o.dist = v as 'uniform' | 'zipf';
     else if (a === '--guarantee') o.guarantee = v;
     else if (a === '--out') o.out = v;
+    else if (a === '--keep') o.keep = v;
     else throw new Error(`unknown option ${a}`);
   }
   return o;
@@ -155,6 +158,7 @@ async function main() {
     await exited;
     const file = readdirSync(profDir).find((f) => f.endsWith('.cpuprofile'));
     if (!file) throw new Error('no .cpuprofile written');
+    if (o.keep) writeFileSync(o.keep, readFileSync(join(profDir, file)));
     const md = [
       `# CPU profile of a Sluice worker: keyed count, ${o.records} records, ${o.keys} keys ${o.dist}, ${o.guarantee}`,
       '',
