@@ -387,7 +387,11 @@ function tableJoin<K, V, T, R>(
         else ctx.state.row.set(row);
       },
     },
-    { name: opts?.name ?? `join-${table.topic}` },
+    {
+      name:
+        opts?.name ??
+        `join-${table.topic.replace(/[^A-Za-z0-9._-]/g, '_')}-${stream.app_().graph.nodes.length}`,
+    },
   );
 }
 
@@ -412,8 +416,9 @@ function streamJoin<K, L, Rt, R>(
     throw new TopologyError(`join grace must be ≥ 0 ms, got ${grace}`);
   if (typeof joiner !== 'function') throw new TopologyError('join needs a joiner function');
   const name = opts.name ?? `join-${left.node.name}-${right.node.name}`;
-  // Each side buffers its records ([time, value], by key) until no record of the other side
-  // can join them any more: until the watermark passes time + within + grace.
+  // A record is late when t + within + grace ≤ watermark. Each side buffers its records
+  // ([time, value], by key) until no on-time record of the other side can join them any more:
+  // an on-time partner has u > W − within − grace and u ≤ t + within, so until W ≥ t + 2·within + grace.
   type Buf = Array<[number, unknown]>;
   const side = (mine: 'l' | 'r', theirs: 'l' | 'r', leftFirst: boolean) => (value: unknown, c: any) => {
     const t: number = c.timestamp;
@@ -437,7 +442,7 @@ function streamJoin<K, L, Rt, R>(
       onTimer(ts, ctx) {
         for (const s of ['l', 'r'] as const) {
           const buf = ctx.state[s].get() as Buf;
-          const keep = buf.filter(([t]) => t + within + grace > ts);
+          const keep = buf.filter(([t]) => t + 2 * within + grace > ts);
           if (keep.length !== buf.length) ctx.state[s].update(keep);
         }
       },

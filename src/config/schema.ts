@@ -67,6 +67,11 @@ const http = z
     host: z.string().min(1).default('127.0.0.1'),
     /** 0 picks a free port (printed at start). */
     port: z.number().int().min(0).max(65535).default(9464),
+    /**
+     * The URL other workers use to reach this one (routed state queries). Unset: `http://<host>:<port>`,
+     * with the machine's hostname when `host` is a wildcard (0.0.0.0, ::).
+     */
+    advertisedUrl: z.url({ protocol: /^https?$/ }).optional(),
   })
   .strict();
 

@@ -1,4 +1,6 @@
-import type { Admin } from 'kafkajs';
+import './kafkajs-patch.js';
+import { type Admin, AssignerProtocol } from 'kafkajs';
+import type { MemberInfo } from './task-assigner.js';
 import type { TopicPartitionOffset, TopicSpec } from './types.js';
 
 /** What Sluice asks of Kafka's admin API, in Sluice's terms. */
@@ -89,7 +91,52 @@ export class KafkaAdmin {
     return { state: g.state, members: g.members.length };
   }
 
+  /**
+   * The group's members as the coordinator knows them: each one's join metadata (our
+   * {@link MemberInfo}: tasks and HTTP address) and its current assignment. One DescribeGroups
+   * request; callers cache it.
+   */
+  async describeGroupMembers(groupId: string): Promise<GroupDescription> {
+    const r = await this.#admin.describeGroups([groupId]);
+    const g = r.groups[0]!;
+    return {
+      state: g.state,
+      protocol: g.protocol,
+      members: g.members.map((m) => {
+        let info: MemberInfo = { tasks: [] };
+        let assignment: Record<string, number[]> = {};
+        try {
+          const md = AssignerProtocol.MemberMetadata.decode(m.memberMetadata);
+          if (md?.userData && md.userData.length > 0) info = JSON.parse(md.userData.toString('utf8'));
+        } catch {
+          // Another client's metadata (or none yet): no tasks, no address.
+        }
+        try {
+          if (m.memberAssignment && m.memberAssignment.length > 0)
+            assignment = AssignerProtocol.MemberAssignment.decode(m.memberAssignment)?.assignment ?? {};
+        } catch {
+          // Mid-rebalance the assignment can be empty.
+        }
+        return { memberId: m.memberId, clientId: m.clientId, host: m.clientHost, info, assignment };
+      }),
+    };
+  }
+
   async close(): Promise<void> {
     await this.#admin.disconnect();
   }
+}
+
+export interface GroupDescription {
+  /** Coordinator's group state: `Stable`, `PreparingRebalance`, `CompletingRebalance`, `Empty`, `Dead`. */
+  state: string;
+  protocol: string;
+  members: Array<{
+    memberId: string;
+    clientId: string;
+    host: string;
+    info: MemberInfo;
+    /** topic → partitions, as assigned in the current generation. */
+    assignment: Record<string, number[]>;
+  }>;
 }

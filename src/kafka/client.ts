@@ -18,7 +18,7 @@ export class KafkaClient {
   readonly kafka: Kafka;
   readonly logger: Logger;
   readonly settings: KafkaSettings;
-  #admin: KafkaAdmin | undefined;
+  #admin: Promise<KafkaAdmin> | undefined;
 
   constructor(settings: KafkaSettings, logger: Logger) {
     this.settings = settings;
@@ -35,12 +35,19 @@ export class KafkaClient {
     });
   }
 
-  /** The shared, connected admin client. */
-  async admin(): Promise<KafkaAdmin> {
+  /**
+   * The shared, connected admin client. Callers that ask at the same time (worker start, a
+   * /status request) share one connection attempt: two would leave one admin open and keep the
+   * process alive after close().
+   */
+  admin(): Promise<KafkaAdmin> {
     if (!this.#admin) {
       const raw: Admin = this.kafka.admin();
-      await raw.connect();
-      this.#admin = new KafkaAdmin(raw);
+      const p = raw.connect().then(() => new KafkaAdmin(raw));
+      this.#admin = p;
+      p.catch(() => {
+        if (this.#admin === p) this.#admin = undefined;
+      });
     }
     return this.#admin;
   }
@@ -83,6 +90,6 @@ export class KafkaClient {
   async close(): Promise<void> {
     const a = this.#admin;
     this.#admin = undefined;
-    await a?.close();
+    await (await a?.catch(() => undefined))?.close();
   }
 }

@@ -28,7 +28,10 @@ export interface GroupConsumerOptions {
 }
 
 export interface GroupHandlers {
-  onAssignment(assigned: Array<{ topic: string; partition: number }>): void;
+  onAssignment(
+    assigned: Array<{ topic: string; partition: number }>,
+    member?: { memberId: string; leaderId: string; isLeader: boolean },
+  ): void;
   onBatch(batch: BatchContext): Promise<void>;
   /** kafkajs gave up (after its own retries) and will not restart by itself. */
   onFatal(error: Error): void;
@@ -64,7 +67,8 @@ export class GroupConsumer {
       for (const [topic, parts] of Object.entries(e.payload.memberAssignment as Record<string, number[]>)) {
         for (const partition of parts) assigned.push({ topic, partition });
       }
-      h.onAssignment(assigned);
+      const p = e.payload as { memberId: string; leaderId: string; isLeader: boolean };
+      h.onAssignment(assigned, { memberId: p.memberId, leaderId: p.leaderId, isLeader: p.isLeader });
     });
     c.on(c.events.CRASH, (e) => {
       const err = e.payload.error as Error;

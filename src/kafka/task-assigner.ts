@@ -28,9 +28,38 @@ export function assignTasks(
   members: ReadonlyArray<{ memberId: string; info: MemberInfo }>,
   tasks: readonly string[],
 ): Map<string, string[]> {
+  // Each sub-topology is balanced on its own (as Kafka Streams does): the stateful tasks of a
+  // sub-topology spread over the members instead of one member getting all of them.
   const ids = members.map((m) => m.memberId).sort();
   const out = new Map<string, string[]>(ids.map((id) => [id, []]));
   if (ids.length === 0) return out;
+  const bySub = new Map<number, string[]>();
+  for (const t of tasks) {
+    const sub = Number(t.split('_')[0]);
+    let l = bySub.get(sub);
+    if (!l) bySub.set(sub, (l = []));
+    l.push(t);
+  }
+  for (const sub of [...bySub.keys()].sort((a, b) => a - b)) {
+    const plan = assignBalanced(members, bySub.get(sub)!, out);
+    for (const [id, ts] of plan) out.get(id)!.push(...ts);
+  }
+  return out;
+}
+
+/**
+ * Spreads `tasks` over the members: sticky first (a task stays with its previous owner while the
+ * owner is under its limit), then to the member with the fewest of these tasks, then with the
+ * smallest total `load`, then the lowest id (deterministic).
+ */
+function assignBalanced(
+  members: ReadonlyArray<{ memberId: string; info: MemberInfo }>,
+  tasks: readonly string[],
+  load: ReadonlyMap<string, string[]>,
+): Map<string, string[]> {
+  const ids = members.map((m) => m.memberId).sort();
+  const out = new Map<string, string[]>(ids.map((id) => [id, []]));
+  const ours = new Set(tasks);
   const sortedTasks = [...tasks].sort((a, b) => {
     const [sa, pa] = a.split('_').map(Number);
     const [sb, pb] = b.split('_').map(Number);
@@ -44,12 +73,16 @@ export function assignTasks(
   const taken = new Set<string>();
   const prevOwner = new Map<string, string>();
   for (const m of [...members].sort((a, b) => (a.memberId < b.memberId ? -1 : 1))) {
-    for (const t of m.info.tasks) if (!prevOwner.has(t)) prevOwner.set(t, m.memberId);
+    for (const t of m.info.tasks) if (ours.has(t) && !prevOwner.has(t)) prevOwner.set(t, m.memberId);
   }
   // Stickiness first: a task stays with its previous owner while the owner is under its limit.
   const prevCount = new Map<string, number>();
   for (const [, owner] of prevOwner) prevCount.set(owner, (prevCount.get(owner) ?? 0) + 1);
-  for (const id of [...ids].sort((a, b) => (prevCount.get(b) ?? 0) - (prevCount.get(a) ?? 0))) {
+  const loadOf = (id: string) => load.get(id)?.length ?? 0;
+  const byClaim = [...ids].sort(
+    (a, b) => (prevCount.get(b) ?? 0) - (prevCount.get(a) ?? 0) || loadOf(a) - loadOf(b),
+  );
+  for (const id of byClaim) {
     const wantsBig = (prevCount.get(id) ?? 0) > floor && bigSlots > 0;
     if (wantsBig) bigSlots--;
     limitOf.set(id, wantsBig ? cap : floor);
@@ -61,7 +94,7 @@ export function assignTasks(
       taken.add(t);
     }
   }
-  // The rest: to the member with the fewest tasks, lowest id first (deterministic).
+  // The rest: to the member with the fewest of these tasks, then the least loaded, lowest id first.
   for (const t of sortedTasks) {
     if (taken.has(t)) continue;
     let best: string | undefined;
@@ -70,7 +103,13 @@ export function assignTasks(
       const lim = limitOf.get(id)!;
       const room = n < lim || (n < cap && bigSlots > 0);
       if (!room) continue;
-      if (best === undefined || n < out.get(best)!.length) best = id;
+      const bn = best === undefined ? 0 : out.get(best)!.length;
+      if (
+        best === undefined ||
+        n < bn ||
+        (n === bn && (load.get(id)?.length ?? 0) < (load.get(best)?.length ?? 0))
+      )
+        best = id;
     }
     if (best === undefined) best = ids[0]!;
     const n = out.get(best)!.length;

@@ -61,6 +61,10 @@ export async function startOpsServer(opts: {
       else res.end();
     }
   });
+  // Pollers (Prometheus, dashboards, tests) come back every few seconds on a kept-alive socket;
+  // with Node's 5 s default the server may close it just as a request goes out (ECONNRESET).
+  server.keepAliveTimeout = 65_000;
+  server.headersTimeout = 66_000;
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(opts.port, opts.host, () => {

@@ -58,7 +58,52 @@ export const METRIC = {
     name: 'sluice_late_records_total',
     help: 'Records that arrived after their window closed: sent to the late side output or dropped.',
   },
+  checkpointRecords: {
+    name: 'sluice_checkpoint_records',
+    help: 'Records one checkpoint of a task committed (outputs, dead letters and changelog records).',
+  },
+  checkpointBytes: {
+    name: 'sluice_checkpoint_bytes',
+    help: 'Key and value bytes one checkpoint of a task committed.',
+  },
+  stateStoreBytes: {
+    name: 'sluice_state_store_bytes',
+    help: "Bytes a task's RocksDB occupies on disk (SST files, WAL, manifest), refreshed every few seconds.",
+  },
+  inputRate: {
+    name: 'sluice_input_rate',
+    help: 'Records per second this worker processed from an input partition, over the last 5 s.',
+  },
 } as const;
+
+/**
+ * Records per checkpoint: one record (a lone timer or a trickle) up to a busy task's 100 ms of
+ * input at 1e6 records/s. Bytes: from one small record to 64 MiB, past which a transaction is
+ * in trouble anyway (the broker's default message.max.bytes is 1 MiB per batch).
+ */
+const CHECKPOINT_RECORD_BUCKETS = [1, 10, 50, 100, 500, 1000, 5000, 10_000, 50_000, 100_000];
+const CHECKPOINT_BYTE_BUCKETS = [
+  256, 1024, 4096, 16_384, 65_536, 262_144, 1_048_576, 4_194_304, 16_777_216, 67_108_864,
+];
+
+/** Kinds of `sluice_errors_total` and reasons of `sluice_records_dead_lettered_total` known up front. */
+export const ERROR_KINDS = ['task_init', 'timer', 'state_corrupted', 'checkpoint'] as const;
+export const DEAD_LETTER_REASONS = ['deserialize', 'operator'] as const;
+
+/**
+ * Creates the series of an app's counters that might otherwise appear only on the first error, at
+ * zero, so that `rate()` and dashboards show 0 rather than "no data" on a healthy worker.
+ */
+export function initWorkerMetrics(m: WorkerMetrics, app: string): void {
+  for (const kind of ERROR_KINDS) m.errors.inc({ app, kind }, 0);
+  for (const reason of DEAD_LETTER_REASONS) m.recordsDeadLettered.inc({ app, reason }, 0);
+  m.checkpoints.inc({ app }, 0);
+  m.rebalances.inc({ app }, 0);
+  m.txCommits.inc({ app }, 0);
+  m.txAborts.inc({ app }, 0);
+  m.cacheHits.inc({ app }, 0);
+  m.cacheMisses.inc({ app }, 0);
+}
 
 const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
 const DURATION_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
@@ -93,6 +138,10 @@ export function createWorkerMetrics(registry: Registry) {
     txCommits: c(METRIC.txCommits, ['app']),
     txAborts: c(METRIC.txAborts, ['app']),
     errors: c(METRIC.errors, ['app', 'kind']),
+    checkpointRecords: h(METRIC.checkpointRecords, ['app'], CHECKPOINT_RECORD_BUCKETS),
+    checkpointBytes: h(METRIC.checkpointBytes, ['app'], CHECKPOINT_BYTE_BUCKETS),
+    stateStoreBytes: g(METRIC.stateStoreBytes, ['app', 'task']),
+    inputRate: g(METRIC.inputRate, ['app', 'topic', 'partition']),
   };
 }
 export type WorkerMetrics = ReturnType<typeof createWorkerMetrics>;

@@ -1,9 +1,11 @@
+import { hostname } from 'node:os';
 import type { Registry } from 'prom-client';
 import type { App } from '../api/app.js';
 import type { SluiceConfig } from '../config/schema.js';
 import { type OpsServer, startOpsServer } from '../ops/http-server.js';
 import { createLogger, type Logger } from '../ops/logger.js';
 import { createRegistry } from '../ops/metrics.js';
+import { workerRoutes } from './http-routes.js';
 import { openTaskState } from './state-runtime.js';
 import { Worker } from './worker.js';
 
@@ -42,7 +44,7 @@ export async function startWorker(
         cacheBytes: Math.floor(config.state.cacheMaxBytes / Math.max(1, worker.tasks.size)),
       }),
     onFatal: opts.onFatal,
-    httpAddress: () => http?.url,
+    httpAddress: () => (http ? advertisedUrl(config.http, http.port) : undefined),
   });
   if (config.http.enabled) {
     http = await startOpsServer({
@@ -55,6 +57,7 @@ export async function startWorker(
         ready: () => worker.readiness(),
         status: () => worker.status(),
       },
+      routes: workerRoutes(worker),
     });
     logger.info({ url: http.url }, `metrics at ${http.url}/metrics`);
   }
@@ -75,4 +78,18 @@ export async function startWorker(
       await http?.close();
     },
   };
+}
+
+/**
+ * The URL other workers reach this one at: `http.advertisedUrl` when set; else the listen address,
+ * with the machine's hostname in place of a wildcard host (0.0.0.0 or ::), which no peer can dial.
+ */
+export function advertisedUrl(
+  http: { host: string; advertisedUrl?: string | undefined },
+  port: number,
+): string {
+  if (http.advertisedUrl) return http.advertisedUrl.replace(/\/+$/, '');
+  const wildcard = http.host === '0.0.0.0' || http.host === '::' || http.host === '[::]';
+  const host = wildcard ? hostname() : http.host;
+  return `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
 }

@@ -27,6 +27,12 @@ interface StoreInfo {
 }
 
 /**
+ * How often a task re-reads the size of its RocksDB folder (a readdir and a stat per file): at
+ * most every 5 s, at a checkpoint, rather than at each of the ten checkpoints a second.
+ */
+const STORE_SIZE_REFRESH_MS = 5000;
+
+/**
  * Rough in-memory size of a decoded value, for the cache's memory bound. It must be cheap (it
  * runs on every write); it errs high for small values, which is the safe side.
  */
@@ -61,6 +67,7 @@ export class RocksTaskState implements TaskState {
   #pendingOps: WriteOp[] = [];
   #pendingStores = new Set<string>();
   #writes = 0;
+  #sizeAt = 0;
   readonly #ctx: StateContext;
   readonly #taskId: string;
 
@@ -115,7 +122,11 @@ export class RocksTaskState implements TaskState {
     return createProcessOp(node, downstream, rc, this, late);
   }
 
+  /** Writes counted when the pending checkpoint took its snapshot. */
+  #snapshotWrites = 0;
+
   writeChangelog(out: Map<string, OutRecord[]>, partition: number): void {
+    this.#snapshotWrites = this.#writes;
     if (this.#writes === 0) return;
     const dirty = this.cache.dirty();
     const ops: WriteOp[] = new Array(dirty.length);
@@ -151,9 +162,26 @@ export class RocksTaskState implements TaskState {
     this.cache.markClean();
     this.#pendingOps = [];
     this.#pendingStores.clear();
-    this.#writes = 0;
+    // Writes made while the commit was in flight stay dirty (the cache keeps them) and pending.
+    this.#writes -= this.#snapshotWrites;
+    this.#snapshotWrites = 0;
     const m = this.#ctx.metrics;
     m.cacheBytes.set({ app: this.#ctx.appId, task: this.#taskId }, this.cache.bytes);
+    if (Date.now() - this.#sizeAt >= STORE_SIZE_REFRESH_MS) this.refreshStoreSize();
+  }
+
+  /** Sets `sluice_state_store_bytes` of this task from the files of its RocksDB folder. */
+  refreshStoreSize(): void {
+    this.#sizeAt = Date.now();
+    try {
+      this.#ctx.metrics.stateStoreBytes.set(
+        { app: this.#ctx.appId, task: this.#taskId },
+        this.rocks.approximateSize(),
+      );
+    } catch (e) {
+      // A metric must not fail a checkpoint that has committed; the next refresh tries again.
+      this.#ctx.logger.debug({ err: e }, 'cannot read the state folder size');
+    }
   }
 
   /** Cache counters since the last call, for the worker's metrics. */
@@ -169,8 +197,18 @@ export class RocksTaskState implements TaskState {
 
   async close(): Promise<void> {
     this.flushCacheMetrics();
+    this.#ctx.metrics.stateStoreBytes.remove({ app: this.#ctx.appId, task: this.#taskId });
     this.cache.clear();
     await this.rocks.close();
+  }
+
+  read(store: string, key: Buffer): unknown {
+    const info = this.stores.get(store);
+    if (!info) return undefined;
+    const cached = this.cache.peek(store, key);
+    if (cached) return cached.value;
+    const raw = this.rocks.getSync(store, key);
+    return raw === undefined ? undefined : info.serde.deserialize(raw);
   }
 
   get taskId(): string {
@@ -239,6 +277,9 @@ export async function openTaskState(task: Task, ctx: StateContext): Promise<Task
       remaining += r.high - from;
     }
     ctx.metrics.restoreRemaining.set({ app: ctx.appId, task: task.id }, Number(remaining));
+    // Every store gets its series, also when nothing is left to replay.
+    for (const name of stores.keys()) ctx.metrics.restoreRecords.inc({ app: ctx.appId, store: name }, 0);
+    task.restoreProgress = { total: Number(remaining), remaining: Number(remaining) };
     for (const [name, info] of stores) {
       const r = ranges.get(name)!;
       const from = meta.changelogOffsets[name] !== undefined ? BigInt(meta.changelogOffsets[name]!) : r.low;
@@ -261,6 +302,7 @@ export async function openTaskState(task: Task, ctx: StateContext): Promise<Task
           rocks.writeSync(ops);
           n += records.length;
           remaining -= BigInt(records.length);
+          if (task.restoreProgress) task.restoreProgress.remaining = Number(remaining > 0n ? remaining : 0n);
           ctx.metrics.restoreRemaining.set(
             { app: ctx.appId, task: task.id },
             Number(remaining > 0n ? remaining : 0n),
@@ -282,9 +324,12 @@ export async function openTaskState(task: Task, ctx: StateContext): Promise<Task
   const seconds = (Date.now() - started) / 1000;
   ctx.metrics.restoreDuration.observe({ app: ctx.appId }, seconds);
   ctx.metrics.restoreRemaining.set({ app: ctx.appId, task: task.id }, 0);
+  if (task.restoreProgress) task.restoreProgress.remaining = 0;
   ctx.logger.info(
     { restored: total, seconds, stores: [...stores.keys()] },
     total > 0 ? 'state restored from changelog' : 'state up to date',
   );
-  return new RocksTaskState(rocks, stores, meta, ctx, task.id);
+  const opened = new RocksTaskState(rocks, stores, meta, ctx, task.id);
+  opened.refreshStoreSize();
+  return opened;
 }

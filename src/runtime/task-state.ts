@@ -21,5 +21,10 @@ export interface TaskState {
   advanceTime(watermark: number | undefined, now: number | undefined): number;
   /** Pushes cache counters to the metrics. */
   flushCacheMetrics(): void;
+  /**
+   * Reads one key of a store for a state query: the write-back cache first (so the answer
+   * includes writes not yet checkpointed), then RocksDB; `undefined` when absent.
+   */
+  read?(store: string, key: Buffer): unknown;
   close(): Promise<void>;
 }

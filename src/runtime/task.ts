@@ -6,6 +6,7 @@ import type { InRecord, OutRecord, TopicPartitionOffset } from '../kafka/types.j
 import type { Logger } from '../ops/logger.js';
 import type { WorkerMetrics } from '../ops/metrics.js';
 import type { SubTopology } from '../topology/build.js';
+import { checkpointSize } from './checkpoint-size.js';
 import { Collector } from './collector.js';
 import { deadLetterRecord, type ErrorPolicy } from './dead-letter.js';
 import { compileOperators, type Op } from './operators.js';
@@ -46,6 +47,8 @@ export interface TaskDeps {
   /** Seeks the group consumer of this worker. */
   seek: (topic: string, partition: number, offset: string) => void;
   deadLetterTopic: string;
+  /** Records pushed into each operator, by graph node id; shared by the worker's tasks (/status). */
+  opCounts?: Float64Array;
 }
 
 export class Task {
@@ -95,6 +98,16 @@ export class Task {
 
   get inputTopics(): readonly string[] {
     return this.sub.sourceTopics;
+  }
+
+  /** Changelog records to replay, set by the state restore (for /status); undefined: no state. */
+  restoreProgress: { total: number; remaining: number } | undefined;
+
+  /** Next offset to process per input topic (for /status); null before the first assignment. */
+  positions(): Record<string, string | null> {
+    const out: Record<string, string | null> = {};
+    for (const t of this.sub.sourceTopics) out[t] = this.#next.get(t)?.toString() ?? null;
+    return out;
   }
 
   /** The task's state stores (for queries and metrics), once restored. */
@@ -171,6 +184,7 @@ export class Task {
         return this.#store.processOp(node, down, this.#rc, this.#collector, late);
       },
       { late: (operator, action) => this.#deps.metrics.lateRecords.inc({ app, operator, action }) },
+      this.#deps.opCounts,
     );
     this.#lastCheckpoint = Date.now();
     if (this.isClosed) return this.#release();
@@ -384,6 +398,8 @@ export class Task {
   async #checkpoint(): Promise<void> {
     const started = performance.now();
     const app = this.#deps.appId;
+    const committedNext = new Map(this.#toCommit);
+    const dirtyRecords = this.#dirtyRecords;
     const records = this.#collector.drain();
     const outputCount = [...records.values()].reduce((a, l) => a + l.length, 0);
     const changelog = new Map<string, OutRecord[]>();
@@ -414,8 +430,11 @@ export class Task {
       written,
       Object.fromEntries(offsets.map((o) => [`${o.topic}:${o.partition}`, o.offset])),
     );
-    this.#toCommit.clear();
-    this.#dirtyRecords = 0;
+    // Another input's batch may have been processed while this commit was in flight (kafkajs
+    // runs partitions concurrently, and a task reads one partition of each of its topics): its
+    // offsets and records belong to the next checkpoint, so forget only what this one committed.
+    for (const [topic, o] of committedNext) if (this.#toCommit.get(topic) === o) this.#toCommit.delete(topic);
+    this.#dirtyRecords -= dirtyRecords;
     this.#lastCheckpoint = Date.now();
     const now = Date.now();
     for (const [topic, l] of records) {
@@ -427,6 +446,9 @@ export class Task {
     for (const [topic, l] of changelog)
       this.#deps.metrics.changelogRecords.inc({ app, store: topic }, l.length);
     this.#deps.metrics.checkpoints.inc({ app });
+    const size = checkpointSize(all.values());
+    this.#deps.metrics.checkpointRecords.observe({ app }, size.records);
+    this.#deps.metrics.checkpointBytes.observe({ app }, size.bytes);
     this.#store?.flushCacheMetrics();
     this.#deps.metrics.checkpointDuration.observe({ app }, (performance.now() - started) / 1000);
     this.logger.trace({ outputs: outputCount, offsets }, 'checkpoint');

@@ -8,8 +8,11 @@ import type { BatchContext, GroupConsumer } from '../kafka/consumer.js';
 import type { PlainProducer } from '../kafka/producer.js';
 import { type MemberInfo, taskIdOf } from '../kafka/task-assigner.js';
 import type { Logger } from '../ops/logger.js';
-import { createWorkerMetrics, type WorkerMetrics } from '../ops/metrics.js';
+import { createWorkerMetrics, initWorkerMetrics, type WorkerMetrics } from '../ops/metrics.js';
 import type { Topology } from '../topology/build.js';
+import { GroupView } from './group-view.js';
+import { InputRateMeter } from './input-rate.js';
+import { buildStatus, type StatusSection } from './status.js';
 import { Task } from './task.js';
 import type { TaskState } from './task-state.js';
 import { deadLetterTopic, type PartitionPlan, prepareTopics } from './topics.js';
@@ -59,6 +62,14 @@ export class Worker {
   readonly #opts: WorkerOptions;
   readonly #lag = new Map<string, number>();
   #fatal: Error | undefined;
+  readonly #inputRate: InputRateMeter;
+  /** The whole group's assignment and HTTP addresses (for /status and routed state queries). */
+  readonly group: GroupView;
+  /** Records pushed into each operator since start, by graph node id (the status page's rates). */
+  readonly opCounts: Float64Array;
+  readonly clientId: string;
+  #memberId: string | undefined;
+  readonly #statusSections = new Map<string, StatusSection>();
 
   constructor(opts: WorkerOptions) {
     this.#opts = opts;
@@ -67,8 +78,53 @@ export class Worker {
     this.config = opts.config;
     this.logger = opts.logger.child({ app: this.app.id });
     this.metrics = createWorkerMetrics(opts.registry);
+    initWorkerMetrics(this.metrics, this.app.id);
+    // Windowed operators' late-record counters start at zero too (one series per operator and action).
+    for (const n of this.app.graph.nodes) {
+      if (n.spec.kind !== 'late') continue;
+      const action = n.spec.topic === undefined ? 'dropped' : 'side_output';
+      this.metrics.lateRecords.inc({ app: this.app.id, operator: n.spec.operator, action }, 0);
+    }
+    this.#inputRate = new InputRateMeter(this.metrics, this.app.id);
     const clientId = `${opts.config.kafka.clientId}-${this.app.id}-${hostname()}-${process.pid}`;
     this.client = new KafkaClient({ ...opts.config.kafka, clientId }, this.logger);
+    this.clientId = clientId;
+    this.group = new GroupView(
+      () => this.client.admin(),
+      this.app.id,
+      this.topology,
+      () => this.#state === 'running' && this.#assignedOnce,
+    );
+    const maxNode = Math.max(...this.topology.subtopologies.flatMap((s) => s.nodes.map((n) => n.id)));
+    this.opCounts = new Float64Array(maxNode + 1);
+  }
+
+  /** This worker's member id in the group (known after its first assignment). */
+  get memberId(): string | undefined {
+    return this.#memberId;
+  }
+
+  /** The HTTP address this worker advertises to the group. */
+  get httpAddress(): string | undefined {
+    return this.#opts.httpAddress?.();
+  }
+
+  /** Partition count per sub-topology, once the topics are prepared. */
+  get plan(): ReadonlyMap<number, number> {
+    return this.#plan;
+  }
+
+  /**
+   * Adds a section to /status: `fn` runs on every status request and its result appears under
+   * `name` (e.g. `overload`). Keep it cheap and synchronous.
+   * @example worker.addStatusSection('overload', () => ({ shedFraction: shedder.p }))
+   */
+  addStatusSection(name: string, fn: StatusSection): void {
+    this.#statusSections.set(name, fn);
+  }
+
+  get statusSections(): ReadonlyMap<string, StatusSection> {
+    return this.#statusSections;
   }
 
   get state(): WorkerStateName {
@@ -130,7 +186,11 @@ export class Worker {
       },
     });
     await this.#consumer.start({
-      onAssignment: (a) => this.#onAssignment(a),
+      onAssignment: (a, member) => {
+        if (member) this.#memberId = member.memberId;
+        this.group.invalidate();
+        this.#onAssignment(a);
+      },
       onBatch: (b) => this.#onBatch(b),
       onFatal: (e) => this.#fail(e),
     });
@@ -175,6 +235,7 @@ export class Worker {
       seek: (topic: string, partition: number, offset: string) =>
         this.#consumer?.seek(topic, partition, offset),
       deadLetterTopic: deadLetterTopic(this.app.id),
+      opCounts: this.opCounts,
     };
   }
 
@@ -197,6 +258,11 @@ export class Worker {
         this.logger.warn({ err: e, task: id }, 'closing revoked task failed'),
       );
       for (const topic of t.inputTopics) this.#lag.delete(`${topic}:${t.partition}`);
+      for (const topic of t.inputTopics) {
+        this.#inputRate.remove(topic, t.partition);
+        // The new owner reports this partition's lag; a stale copy here would double it in sums.
+        this.metrics.lag.remove({ app: this.app.id, topic, partition: String(t.partition) });
+      }
     }
     for (const id of added) {
       const { sub, partition } = wanted.get(id)!;
@@ -262,7 +328,8 @@ export class Worker {
     await task.idle();
     if (b.isStale() || this.#tasks.get(task.id) !== task || task.state !== 'running') return;
     try {
-      task.process(b.topic, b.records, b.resolveOffset);
+      const n = task.process(b.topic, b.records, b.resolveOffset);
+      if (n > 0) this.#inputRate.add(b.topic, b.partition, n);
     } catch (e) {
       if (e instanceof SluiceError && e.code === 'SLUICE_OPERATOR') {
         this.#fail(e);
@@ -283,6 +350,7 @@ export class Worker {
   }
 
   #checkpointDue(): void {
+    this.#inputRate.tick();
     for (const t of this.#tasks.values()) {
       t.tick();
       if (t.state === 'running' && t.hasPending && t.checkpointDue) void this.#checkpoint(t);
@@ -294,6 +362,7 @@ export class Worker {
       await task.checkpoint();
     } catch (e) {
       this.metrics.checkpointFailures.inc({ app: this.app.id, reason: (e as Error).name ?? 'Error' });
+      this.metrics.errors.inc({ app: this.app.id, kind: 'checkpoint' });
       if (this.config.processing.guarantee === 'exactly_once')
         this.metrics.txAborts.inc({ app: this.app.id });
       if (this.#tasks.get(task.id) !== task || this.#state !== 'running') return;
@@ -323,6 +392,7 @@ export class Worker {
     this.#state = 'stopping';
     this.logger.info('worker stopping');
     if (this.#timer) clearInterval(this.#timer);
+    this.group.close();
     const tasks = [...this.#tasks.values()];
     await Promise.all(tasks.map((t) => t.close({ checkpoint: !failed })));
     this.#tasks.clear();
@@ -335,22 +405,8 @@ export class Worker {
     this.logger.info('worker stopped');
   }
 
-  /** For /status. */
+  /** For /status (see status.ts). */
   status(): Record<string, unknown> {
-    return {
-      app: this.app.id,
-      state: this.#state,
-      guarantee: this.config.processing.guarantee,
-      tasks: [...this.#tasks.values()].map((t) => ({
-        id: t.id,
-        state: t.state,
-        partition: t.partition,
-        topics: t.inputTopics,
-        lag: Object.fromEntries(
-          t.inputTopics.map((tp) => [tp, this.#lag.get(`${tp}:${t.partition}`) ?? null]),
-        ),
-      })),
-      partitions: Object.fromEntries(this.#plan),
-    };
+    return buildStatus(this);
   }
 }

@@ -149,6 +149,16 @@ export class WriteBackCache<V> {
     return loaded.value;
   }
 
+  /**
+   * The cached entry of `key` without loading, touching or counting it (for state queries, which
+   * must not disturb the LRU order or the hit rate): `undefined` when not cached, else its value
+   * (`undefined` inside for an absent or deleted key).
+   */
+  peek(store: string, key: Buffer): { value: V | undefined } | undefined {
+    const e = this.stores.get(store)?.get(key.toString('latin1'));
+    return e === undefined ? undefined : { value: e.value };
+  }
+
   /** Whether `key` is cached (without loading or touching it). */
   has(store: string, key: Buffer): boolean {
     return this.stores.get(store)?.has(key.toString('latin1')) ?? false;

@@ -91,11 +91,13 @@ export function spawnWorker(
       if (child.exitCode === null && child.signalCode === null) child.kill(signal);
       return exited;
     },
+    // A bounded wait: a worker that accepts but never answers fails the poll instead of hanging
+    // the test for fetch's own 300 s header timeout.
     async metrics() {
-      return (await fetch(`${await w.url()}/metrics`)).text();
+      return (await fetch(`${await w.url()}/metrics`, { signal: AbortSignal.timeout(10_000) })).text();
     },
     async status() {
-      return (await fetch(`${await w.url()}/status`)).json();
+      return (await fetch(`${await w.url()}/status`, { signal: AbortSignal.timeout(10_000) })).json();
     },
   };
   return w;

@@ -154,7 +154,7 @@ test('a changelog deleted and recreated under a task should be detected and the 
 });
 
 test('scaling from 1 to 3 workers and back to 1 should move state with its partitions and keep results exact', {
-  timeout: 300_000,
+  timeout: 420_000,
 }, async (t) => {
   const { id, input, output, env } = await jobTopics('t-scale', 4);
   const live: WorkerProcess[] = [];
@@ -167,19 +167,36 @@ test('scaling from 1 to 3 workers and back to 1 should move state with its parti
     await Promise.all(live.map((w) => w.kill('SIGKILL')));
     await deleteTopicsMatching(id);
   });
+  // Each step is timed in the test's diagnostics; a failing step shows the workers' last logs.
+  const t0 = Date.now();
+  const step = async <T>(what: string, fn: () => Promise<T>): Promise<T> => {
+    const s0 = Date.now();
+    try {
+      const r = await fn();
+      t.diagnostic(`${what}: ${Date.now() - s0} ms (at ${Date.now() - t0} ms)`);
+      return r;
+    } catch (e) {
+      for (const w of live) console.error(`--- ${w.name} ---\n${w.logs.slice(-30).join('\n')}`);
+      throw new Error(`${what} failed after ${Date.now() - s0} ms: ${(e as Error).message}`, { cause: e });
+    }
+  };
   const a = start('a');
-  await produce(input, records(0, 10_000));
+  await step('produce 10k', () => produce(input, records(0, 10_000)));
   const b = start('b');
   const c = start('c');
-  await produce(input, records(10_000, 10_000), 1000);
-  await eventually(async () => (await allRunning(b)) && (await allRunning(c)), { what: 'b and c own tasks' });
-  await produce(input, records(20_000, 10_000), 1000);
+  await step('produce 10k more', () => produce(input, records(10_000, 10_000), 1000));
+  await step('b and c own tasks', () =>
+    eventually(async () => (await allRunning(b)) && (await allRunning(c)), { what: 'b and c own tasks' }),
+  );
+  await step('produce 10k more', () => produce(input, records(20_000, 10_000), 1000));
   // Stopped workers leave the group (graceful, or forced by the 30 s shutdown deadline).
-  await b.kill('SIGTERM');
-  await produce(input, records(30_000, 5000), 1000);
-  await c.kill('SIGTERM');
-  await produce(input, records(35_000, 5000), 1000);
-  await eventually(() => allRunning(a, 8), { what: 'a owns every task again' });
-  const out = await readAll(output, { expected: 40_000, timeoutMs: 120_000 });
+  await step('stop b', () => b.kill('SIGTERM'));
+  await step('produce 5k more', () => produce(input, records(30_000, 5000), 1000));
+  await step('stop c', () => c.kill('SIGTERM'));
+  await step('produce 5k more', () => produce(input, records(35_000, 5000), 1000));
+  await step('a owns every task', () =>
+    eventually(() => allRunning(a, 8), { what: 'a owns every task again', timeoutMs: 120_000 }),
+  );
+  const out = await step('read the output', () => readAll(output, { expected: 40_000, timeoutMs: 120_000 }));
   assertExactCounts(out, 40_000);
 });

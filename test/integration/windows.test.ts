@@ -266,3 +266,33 @@ test('windows should equal a reference for tumbling, hopping, sliding and sessio
     else assert.equal(v, null, `key ${k}: closed windows deleted from the store`);
   }
 });
+
+test('processing-time windows should follow the wall clock, not the records’ timestamps', {
+  timeout: 120_000,
+}, async (t) => {
+  const { id, input, output, env } = await jobTopics('t-ptime', 1);
+  const w = spawnWorker('processing-time', { name: 'ptime', env });
+  t.after(async () => {
+    await w.kill('SIGKILL');
+    await deleteTopicsMatching(id);
+  });
+  await w.url();
+  const before = Date.now();
+  // Kafka timestamps from 1970: as event time every one would be in a long-closed window.
+  const old = (n: number): TestRecord[] =>
+    Array.from({ length: n }, (_, i) => ({ key: 'k', value: `r${i}`, timestamp: String(1000 + i) }));
+  await produce(input, old(50));
+  await new Promise((r) => setTimeout(r, 2500));
+  await produce(input, old(1)); // moves the (wall-clock) watermark past the first window
+  const out = await readAll(output, { expected: 1 });
+  const results = out.map((r) => JSON.parse(r.value!));
+  assert.ok(results.length >= 1);
+  for (const r of results)
+    assert.ok(r.start >= before - 1000 && r.start <= Date.now(), `window ${r.start} is by the clock`);
+  assert.equal(
+    results.reduce((a, r) => a + r.value, 0),
+    50,
+    'the first 50 records counted in closed wall-clock windows',
+  );
+  assert.equal(metricSum(await w.metrics(), 'sluice_late_records_total'), 0);
+});

@@ -68,3 +68,31 @@ test('task assignment should balance tasks and keep them with their previous own
   const all = ['a', 'b', 'c'].flatMap((m) => three.get(m)!).sort();
   assert.deepEqual(all, [...tasks].sort(), 'every task assigned once');
 });
+
+test('task assignment should spread every sub-topology over the members', () => {
+  const tasks = ['0_0', '0_1', '0_2', '0_3', '1_0', '1_1', '1_2', '1_3'];
+  // b owned all of sub-topology 1 before: it keeps half of it, a gets the other half.
+  const plan = assignTasks(
+    [
+      { memberId: 'a', info: { tasks: ['0_0', '0_1', '0_2', '0_3'] } },
+      { memberId: 'b', info: { tasks: ['1_0', '1_1', '1_2', '1_3'] } },
+    ],
+    tasks,
+  );
+  for (const m of ['a', 'b']) {
+    const mine = plan.get(m)!;
+    assert.equal(mine.filter((t) => t.startsWith('0_')).length, 2, `${m} has two tasks of sub-topology 0`);
+    assert.equal(mine.filter((t) => t.startsWith('1_')).length, 2, `${m} has two tasks of sub-topology 1`);
+  }
+  assert.ok(plan.get('a')!.every((t) => t.startsWith('1_') || ['0_0', '0_1', '0_2', '0_3'].includes(t)));
+  // Three members, three sub-topologies of 2 tasks: 2 each in total.
+  const six = ['0_0', '0_1', '1_0', '1_1', '2_0', '2_1'];
+  const p3 = assignTasks(
+    ['a', 'b', 'c'].map((memberId) => ({ memberId, info: { tasks: [] } })),
+    six,
+  );
+  assert.deepEqual(
+    ['a', 'b', 'c'].map((m) => p3.get(m)!.length),
+    [2, 2, 2],
+  );
+});

@@ -1,0 +1,43 @@
+/**
+ * Kafka's default key partitioner (Java's `Utils.murmur2` and `toPositive(hash) % partitions`), the
+ * one kafkajs's DefaultPartitioner uses for our repartition topics. State queries use it to find
+ * the partition, hence the task and the worker, that holds a key.
+ */
+export function murmur2(data: Buffer): number {
+  const length = data.length;
+  const seed = 0x9747b28c;
+  const m = 0x5bd1e995;
+  let h = seed ^ length;
+  const length4 = length >>> 2;
+  for (let i = 0; i < length4; i++) {
+    const i4 = i * 4;
+    let k =
+      (data[i4]! & 0xff) |
+      ((data[i4 + 1]! & 0xff) << 8) |
+      ((data[i4 + 2]! & 0xff) << 16) |
+      ((data[i4 + 3]! & 0xff) << 24);
+    k = Math.imul(k, m);
+    k ^= k >>> 24;
+    k = Math.imul(k, m);
+    h = Math.imul(h, m);
+    h ^= k;
+  }
+  const tail = length & ~3;
+  // The tail bytes, as Java's switch with fall-through mixes them in.
+  const rest = length % 4;
+  if (rest >= 3) h ^= (data[tail + 2]! & 0xff) << 16;
+  if (rest >= 2) h ^= (data[tail + 1]! & 0xff) << 8;
+  if (rest >= 1) {
+    h ^= data[tail]! & 0xff;
+    h = Math.imul(h, m);
+  }
+  h ^= h >>> 13;
+  h = Math.imul(h, m);
+  h ^= h >>> 15;
+  return h | 0;
+}
+
+/** The partition Kafka's default partitioner picks for a non-null key. */
+export function partitionForKey(key: Buffer, partitions: number): number {
+  return (murmur2(key) & 0x7fffffff) % partitions;
+}
