@@ -16,6 +16,7 @@ export const ERROR_CODES = [
   'SLUICE_STATE_LOCKED',
   'SLUICE_STATE_IO',
   'SLUICE_KAFKA',
+  'SLUICE_KAFKA_AUTH',
   'SLUICE_LOCAL_KAFKA_UNAVAILABLE',
   'SLUICE_SERDE',
   'SLUICE_OPERATOR',
@@ -90,14 +91,26 @@ export class SerdeError extends SluiceError {
 /** A user operator threw. Goes to the dead-letter topic under the default policy. */
 export class OperatorError extends SluiceError {
   readonly operator: string;
-  constructor(operator: string, cause: unknown) {
+  /** The operator's own error policy (`onError`), when it has one. */
+  readonly policy: 'dlq' | 'skip' | 'fail' | undefined;
+  constructor(operator: string, cause: unknown, policy?: 'dlq' | 'skip' | 'fail') {
     super(
       'SLUICE_OPERATOR',
-      `operator ${operator} failed: ${cause instanceof Error ? cause.message : String(cause)}`,
+      `operator ${operator} failed: ${cause instanceof Error ? cause.message : safeString(cause)}`,
       {
         cause,
       },
     );
     this.operator = operator;
+    this.policy = policy;
+  }
+}
+
+/** `String(v)` that cannot throw (a thrown `Object.create(null)` has no toString). */
+export function safeString(v: unknown): string {
+  try {
+    return String(v);
+  } catch {
+    return Object.prototype.toString.call(v);
   }
 }

@@ -29,6 +29,7 @@ export {
   ConnectedStreams,
   KeyedStream,
   type NamedOptions,
+  type OperatorOptions,
   Stream,
   type StreamJoinOptions,
   Table,
@@ -56,3 +57,4 @@ export {
   TaskMigratedError,
 } from './errors.js';
 export { type RunningWorker, startWorker } from './runtime/start.js';
+export type { ErrorPolicy } from './topology/nodes.js';

@@ -1,4 +1,4 @@
-import { SerdeError } from '../errors.js';
+import { SerdeError, safeString } from '../errors.js';
 
 /** Turns values into bytes and back. `null` bytes are Kafka's null (a tombstone for values). */
 export interface Serde<T> {
@@ -31,7 +31,19 @@ export function json<T = unknown>(): Serde<T> {
   const decoder = new TextDecoder('utf-8', { fatal: true });
   return {
     name: 'json',
-    serialize: (v) => (v === undefined || v === null ? null : Buffer.from(JSON.stringify(v), 'utf8')),
+    serialize: (v) => {
+      if (v === undefined || v === null) return null;
+      let text: string | undefined;
+      try {
+        text = JSON.stringify(v);
+      } catch (e) {
+        // BigInt, a cycle, a toJSON that throws.
+        throw new SerdeError(`cannot write JSON: ${(e as Error)?.message ?? String(e)}`, e);
+      }
+      // A function or a symbol has no JSON form.
+      if (text === undefined) throw new SerdeError(`cannot write JSON: a ${typeof v} has no JSON form`);
+      return Buffer.from(text, 'utf8');
+    },
     deserialize: (b) => {
       if (b === null) return null as T;
       try {
@@ -53,7 +65,13 @@ export function number(): Serde<number> {
   const s = string();
   return {
     name: 'number',
-    serialize: (v) => (v === null || v === undefined ? null : Buffer.from(String(v), 'utf8')),
+    serialize: (v) => {
+      if (v === null || v === undefined) return null;
+      // Anything else would write text that deserialize rejects (NaN, '12px', an object).
+      if (typeof v !== 'number' || Number.isNaN(v))
+        throw new SerdeError(`not a number: ${typeof v} ${safeString(v).slice(0, 40)}`);
+      return Buffer.from(String(v), 'utf8');
+    },
     deserialize: (b) => {
       if (b === null) return null as unknown as number;
       const text = s.deserialize(b);

@@ -1,6 +1,6 @@
 import { TopologyError } from '../errors.js';
 import { repartitionTopic } from '../topology/build.js';
-import type { GraphBuilder, GraphNode, StoreSpec } from '../topology/nodes.js';
+import type { ErrorPolicy, GraphBuilder, GraphNode, StoreSpec } from '../topology/nodes.js';
 import type { ConnectProcessor, ProcessContext, Processor, RecordContext } from './context.js';
 import { json, type Serde, type Serdes, string } from './serdes.js';
 import { listState, type StateDescriptor, valueState } from './state.js';
@@ -21,6 +21,16 @@ export interface AppInternals {
 export interface NamedOptions {
   /** A stable name (used for internal topics and stores; keep it when you change the job). */
   name?: string;
+}
+
+/** Options of an operator that runs user code. */
+export interface OperatorOptions extends NamedOptions {
+  /**
+   * What to do with a record when this operator throws, overriding `processing.errorPolicy`:
+   * `dlq` (to `<appId>-dlq`), `skip` (count and drop) or `fail` (stop the worker).
+   * @example .map((v) => enrich(v), { onError: 'skip' })
+   */
+  onError?: ErrorPolicy;
 }
 
 /**
@@ -45,10 +55,16 @@ export class Stream<K, V> {
 
   protected next<K2, V2>(
     spec: GraphNode['spec'],
-    opts: { name?: string | undefined; keySerde?: Serde<any>; keyed?: boolean } = {},
+    opts: {
+      name?: string | undefined;
+      keySerde?: Serde<any>;
+      keyed?: boolean;
+      onError?: ErrorPolicy | undefined;
+    } = {},
   ): Stream<K2, V2> {
     const node = this.app.graph.add(spec.kind, spec, [this.node], {
       name: opts.name,
+      onError: opts.onError,
       keySerde: opts.keySerde ?? this.node.keySerde,
       keyed: opts.keyed ?? this.node.keyed,
     });
@@ -60,27 +76,27 @@ export class Stream<K, V> {
   /** Transforms each value; the key stays. */
   map<R>(
     fn: (value: V, ctx: RecordContext<K>) => R,
-    opts?: NamedOptions,
+    opts?: OperatorOptions,
   ): this extends KeyedStream<K, V> ? KeyedStream<K, R> : Stream<K, R> {
-    return this.next({ kind: 'map', fn }, { name: opts?.name }) as any;
+    return this.next({ kind: 'map', fn }, { name: opts?.name, onError: opts?.onError }) as any;
   }
 
   /** Keeps the records for which `fn` is true. */
-  filter(fn: (value: V, ctx: RecordContext<K>) => boolean, opts?: NamedOptions): this {
-    return this.next({ kind: 'filter', fn }, { name: opts?.name }) as any;
+  filter(fn: (value: V, ctx: RecordContext<K>) => boolean, opts?: OperatorOptions): this {
+    return this.next({ kind: 'filter', fn }, { name: opts?.name, onError: opts?.onError }) as any;
   }
 
   /** Zero, one or many values per record, each with the record's key. */
   flatMap<R>(
     fn: (value: V, ctx: RecordContext<K>) => Iterable<R>,
-    opts?: NamedOptions,
+    opts?: OperatorOptions,
   ): this extends KeyedStream<K, V> ? KeyedStream<K, R> : Stream<K, R> {
-    return this.next({ kind: 'flatMap', fn }, { name: opts?.name }) as any;
+    return this.next({ kind: 'flatMap', fn }, { name: opts?.name, onError: opts?.onError }) as any;
   }
 
   /** Sees each record without changing it (metrics, debugging). */
-  peek(fn: (value: V, ctx: RecordContext<K>) => void, opts?: NamedOptions): this {
-    return this.next({ kind: 'peek', fn }, { name: opts?.name }) as any;
+  peek(fn: (value: V, ctx: RecordContext<K>) => void, opts?: OperatorOptions): this {
+    return this.next({ kind: 'peek', fn }, { name: opts?.name, onError: opts?.onError }) as any;
   }
 
   /** One stream of the records of this stream and the others (same sub-topology, same task). */
@@ -111,7 +127,7 @@ export class Stream<K, V> {
    */
   keyBy<K2>(
     fn: (value: V, ctx: RecordContext<K>) => K2,
-    opts: NamedOptions & { key?: Serde<K2>; value?: Serde<V> } = {},
+    opts: OperatorOptions & { key?: Serde<K2>; value?: Serde<V> } = {},
   ): KeyedStream<K2, V> {
     const keySerde = opts.key ?? (string() as unknown as Serde<K2>);
     const valueSerde = opts.value ?? json<V>();
@@ -121,6 +137,7 @@ export class Stream<K, V> {
       name: `${base}-select`,
       keySerde,
       keyed: false,
+      onError: opts.onError,
     });
     this.app.graph.add(
       'sink',
@@ -151,6 +168,24 @@ export class Stream<K, V> {
       keyed: true,
     });
     return new KeyedStream<K, V>(this.app, node);
+  }
+
+  /**
+   * A load-shedding point. Under overload (`overload.mode: shed | divert` with
+   * `overload.placement: operator`) the worker drops here the fraction of records that keeps it
+   * within its headroom: at random, or (with `overload.drop: priority`) those of lowest
+   * `priority(value)` first. In divert mode the dropped records go to `<appId>-overflow`, keyed
+   * as here, the value serialized with `value` (JSON by default). Otherwise records pass through.
+   * Place it before the expensive operators: shedding after them saves nothing.
+   * @example stream.shed({ priority: (order) => order.amount }).map(enrich).to('enriched')
+   */
+  shed(
+    opts: NamedOptions & { priority?: (value: V, ctx: RecordContext<K>) => number; value?: Serde<V> } = {},
+  ): this {
+    return this.next(
+      { kind: 'shed', priority: opts.priority as any, value: opts.value },
+      { name: opts.name },
+    ) as any;
   }
 
   /** Writes the stream to a topic. The key serde defaults to the stream's, the value serde to JSON. */
@@ -185,11 +220,14 @@ export class KeyedStream<K, V> extends Stream<K, V> {
    */
   process<R, S extends Record<string, StateDescriptor> = any>(
     processor: Processor<K, V, R, S>,
-    opts?: NamedOptions,
+    opts?: OperatorOptions,
   ): KeyedStream<K, R> {
     const name = opts?.name ?? `process-${this.app.graph.nodes.length}`;
     const stores = storesOf(name, processor.state, !!processor.onTimer);
-    return this.next({ kind: 'process', processor: processor as any, stores }, { name }) as KeyedStream<K, R>;
+    return this.next(
+      { kind: 'process', processor: processor as any, stores },
+      { name, onError: opts?.onError },
+    ) as KeyedStream<K, R>;
   }
 
   /**
@@ -244,7 +282,7 @@ export class KeyedStream<K, V> extends Stream<K, V> {
   /** A running reduction per key; emits the new value for every record. */
   reduce(
     fn: (acc: V, value: V, ctx: RecordContext<K>) => V,
-    opts?: NamedOptions & { serde?: Serde<V> },
+    opts?: OperatorOptions & { serde?: Serde<V> },
   ): KeyedStream<K, V> {
     return this.aggregate<V>(
       () => undefined as unknown as V,
@@ -252,6 +290,7 @@ export class KeyedStream<K, V> extends Stream<K, V> {
       {
         name: opts?.name ?? `reduce-${this.app.graph.nodes.length}`,
         serde: opts?.serde,
+        onError: opts?.onError,
       },
     );
   }
@@ -260,7 +299,7 @@ export class KeyedStream<K, V> extends Stream<K, V> {
   aggregate<A>(
     init: () => A,
     fn: (acc: A, value: V, ctx: RecordContext<K>) => A,
-    opts?: NamedOptions & { serde?: Serde<A> | undefined },
+    opts?: OperatorOptions & { serde?: Serde<A> | undefined },
   ): KeyedStream<K, A> {
     return this.process<A, { agg: ReturnType<typeof valueState<A>> }>(
       {
@@ -272,16 +311,16 @@ export class KeyedStream<K, V> extends Stream<K, V> {
           ctx.emit(next);
         },
       },
-      { name: opts?.name ?? `aggregate-${this.app.graph.nodes.length}` },
+      { name: opts?.name ?? `aggregate-${this.app.graph.nodes.length}`, onError: opts?.onError },
     );
   }
 
   /** A running count per key; emits the new count for every record. */
-  count(opts?: NamedOptions): KeyedStream<K, number> {
+  count(opts?: OperatorOptions): KeyedStream<K, number> {
     return this.aggregate<number>(
       () => 0,
       (n) => n + 1,
-      { name: opts?.name ?? `count-${this.app.graph.nodes.length}` },
+      { name: opts?.name ?? `count-${this.app.graph.nodes.length}`, onError: opts?.onError },
     );
   }
 }

@@ -1,4 +1,5 @@
 import { ConfigError, SluiceError } from '../errors.js';
+import { scrubSecrets } from '../ops/redact.js';
 import { kafkaCommand } from './kafka-command.js';
 import { resetCommand } from './reset-command.js';
 import { devCommand, runCommand, topologyCommand } from './run-command.js';
@@ -41,11 +42,12 @@ export async function main(argv: string[]): Promise<number> {
         return 1;
     }
   } catch (e) {
+    // Written outside the logger: scrub the secrets it knows of here too.
     if (e instanceof ConfigError || e instanceof SluiceError) {
-      process.stderr.write(`sluice: ${e.message}\n`);
+      process.stderr.write(scrubSecrets(`sluice: ${e.message}\n`));
       return 1;
     }
-    process.stderr.write(`sluice: ${(e as Error)?.stack ?? String(e)}\n`);
+    process.stderr.write(scrubSecrets(`sluice: ${(e as Error)?.stack ?? String(e)}\n`));
     return 1;
   }
 }

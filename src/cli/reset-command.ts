@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { loadConfig } from '../config/load.js';
 import { KafkaClient } from '../kafka/client.js';
 import { createLogger } from '../ops/logger.js';
+import { secretsOf } from '../ops/redact.js';
 import { parseArgs } from './args.js';
 import { loadJob } from './load-job.js';
 
@@ -32,7 +33,7 @@ export async function resetCommand(argv: string[]): Promise<number> {
     );
     return 2;
   }
-  const logger = createLogger({ level: 'warn', format: 'json' });
+  const logger = createLogger({ level: 'warn', format: 'json', secrets: secretsOf(config) });
   const client = new KafkaClient({ ...config.kafka, clientId: `${config.kafka.clientId}-reset` }, logger);
   try {
     const admin = await client.admin();

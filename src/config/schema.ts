@@ -1,3 +1,4 @@
+import { accessSync, constants } from 'node:fs';
 import { z } from 'zod';
 
 /**
@@ -6,6 +7,81 @@ import { z } from 'zod';
  * (`processing.commitIntervalMs` ⇄ `SLUICE_PROCESSING_COMMIT_INTERVAL_MS` ⇄ `--processing.commitIntervalMs`).
  * Every object is strict: an unknown key is an error, never silently ignored.
  */
+/** Readable file: checked once at start, so a typo fails with its path instead of at the first TLS handshake. */
+const readableFile = z
+  .string()
+  .min(1)
+  .refine(
+    (p) => {
+      try {
+        accessSync(p, constants.R_OK);
+        return true;
+      } catch {
+        return false;
+      }
+    },
+    { message: 'cannot read this file' },
+  );
+
+/** TLS to the brokers (kafkajs `ssl`). Paths to PEM files; the key is read once at start. */
+const kafkaSsl = z
+  .object({
+    enabled: z.boolean().default(false),
+    /** CA certificate(s) that signed the brokers' certificates; Node's default CAs when absent. */
+    ca: readableFile.optional(),
+    /** Client certificate (mutual TLS); needs `key`. */
+    cert: readableFile.optional(),
+    /** Client private key (mutual TLS); needs `cert`. Never logged. */
+    key: readableFile.optional(),
+    /** Verify the brokers' certificates. Turn off only against a test broker. */
+    rejectUnauthorized: z.boolean().default(true),
+  })
+  .strict()
+  .superRefine((s, ctx) => {
+    if (!s.enabled) {
+      for (const k of ['ca', 'cert', 'key'] as const)
+        if (s[k] !== undefined)
+          ctx.addIssue({ code: 'custom', path: [k], message: 'set, but kafka.ssl.enabled is false' });
+    }
+    if ((s.cert === undefined) !== (s.key === undefined))
+      ctx.addIssue({
+        code: 'custom',
+        path: [s.cert === undefined ? 'cert' : 'key'],
+        message: 'kafka.ssl.cert and kafka.ssl.key go together',
+      });
+  });
+
+/** SASL authentication to the brokers (kafkajs `sasl`). */
+const kafkaSasl = z
+  .object({
+    /** `plain`, `scram-sha-256` or `scram-sha-512` (any case); no SASL when absent. */
+    mechanism: z
+      .preprocess(
+        (v) => (typeof v === 'string' ? v.toLowerCase() : v),
+        z.enum(['plain', 'scram-sha-256', 'scram-sha-512']),
+      )
+      .optional(),
+    username: z.string().min(1).optional(),
+    /** Never logged; prefer the env variable SLUICE_KAFKA_SASL_PASSWORD to a file. */
+    password: z.string().min(1).optional(),
+  })
+  .strict()
+  .superRefine((s, ctx) => {
+    if (s.mechanism === undefined) {
+      for (const k of ['username', 'password'] as const)
+        if (s[k] !== undefined)
+          ctx.addIssue({ code: 'custom', path: [k], message: 'set, but kafka.sasl.mechanism is not' });
+      return;
+    }
+    for (const k of ['username', 'password'] as const)
+      if (s[k] === undefined)
+        ctx.addIssue({
+          code: 'custom',
+          path: [k],
+          message: `required by kafka.sasl.mechanism ${s.mechanism}`,
+        });
+  });
+
 const kafka = z
   .object({
     /** Bootstrap brokers. `KAFKA_BROKERS` (comma-separated) is honoured as well. */
@@ -20,6 +96,8 @@ const kafka = z
     sessionTimeoutMs: z.number().int().min(6000).max(300_000).default(30_000),
     /** How often a worker heartbeats; must be well below sessionTimeoutMs. */
     heartbeatIntervalMs: z.number().int().min(100).max(60_000).default(3000),
+    ssl: kafkaSsl.prefault({}),
+    sasl: kafkaSasl.prefault({}),
   })
   .strict();
 
@@ -72,6 +150,37 @@ const http = z
      * with the machine's hostname when `host` is a wildcard (0.0.0.0, ::).
      */
     advertisedUrl: z.url({ protocol: /^https?$/ }).optional(),
+    /**
+     * Bearer token required for /status, /state and the status page (`Authorization: Bearer <token>`);
+     * open when absent. Never logged.
+     */
+    authToken: z.string().min(16, 'at least 16 characters').optional(),
+    /** Require the token for /metrics too (/healthz and /readyz stay open for probes). */
+    authMetrics: z.boolean().default(false),
+  })
+  .strict();
+
+/**
+ * What a worker does when records arrive faster than it can process them (docs/OPERATIONS.md,
+ * "Overload"). Shed fraction p = max(0, 1 − H·C / (λ + lag/τ)), re-evaluated every
+ * `evaluateIntervalMs`, smoothed.
+ */
+const overload = z
+  .object({
+    /** `backpressure` never drops (lag grows); `shed` drops; `divert` writes shed records to `<appId>-overflow`. */
+    mode: z.enum(['backpressure', 'shed', 'divert']).default('backpressure'),
+    /** H: the fraction of measured capacity the worker may use; the rest absorbs noise and overheads. */
+    headroom: z.number().gt(0).max(1).default(0.9),
+    /** τ: a backlog should drain within this time; lag/τ is added to the arrival rate. */
+    latencyTargetMs: z.number().int().min(100).max(3_600_000).default(5000),
+    /** `source`: drop before deserializing, at the input; `operator`: at the job's `.shed()` points. */
+    placement: z.enum(['source', 'operator']).default('source'),
+    /** `random`: each record with probability p; `priority`: lowest `priority(value)` first (needs `operator`). */
+    drop: z.enum(['random', 'priority']).default('random'),
+    /** How often λ, C, lag and p are re-evaluated (one ListOffsets per input topic each time). */
+    evaluateIntervalMs: z.number().int().min(100).max(60_000).default(1000),
+    /** EWMA weight of a new sample of λ, C and p (1 = no smoothing). */
+    smoothing: z.number().gt(0).max(1).default(0.5),
   })
   .strict();
 
@@ -90,8 +199,20 @@ export const configSchema = z
     state: state.prefault({}),
     http: http.prefault({}),
     log: log.prefault({}),
+    overload: overload.prefault({}),
   })
-  .strict();
+  .strict()
+  .superRefine((c, ctx) => {
+    if (c.http.authMetrics && c.http.authToken === undefined)
+      ctx.addIssue({ code: 'custom', path: ['http', 'authMetrics'], message: 'needs http.authToken' });
+    if (c.overload.drop === 'priority' && c.overload.placement !== 'operator')
+      ctx.addIssue({
+        code: 'custom',
+        path: ['overload', 'drop'],
+        message:
+          "overload.drop 'priority' needs overload.placement 'operator' (priorities come from the job's .shed({ priority }) points)",
+      });
+  });
 
 export type SluiceConfig = z.infer<typeof configSchema>;
 /** What a caller may pass in code: any subset, deeply. */

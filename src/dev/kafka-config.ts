@@ -43,6 +43,68 @@ export interface ServerConfig {
   port: number;
   controllerPort: number;
   kraftDir: string;
+  /** Extra listeners for clients that authenticate or use TLS; the PLAINTEXT one stays. */
+  security?: BrokerSecurity | undefined;
+}
+
+/** A user of the local broker's SASL listener (PLAIN, and SCRAM-SHA-256/512 when formatted with it). */
+export interface SaslUser {
+  username: string;
+  password: string;
+}
+
+/**
+ * Listeners beside PLAINTEXT (which the broker keeps for itself, the launcher's readiness probe and
+ * tools): `SASL_PLAINTEXT` with PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512, and `SSL` from a PKCS12
+ * keystore. For tests and for trying a secured setup locally, not for production.
+ */
+export interface BrokerSecurity {
+  sasl?: { port: number; users: SaslUser[] } | undefined;
+  ssl?:
+    | {
+        port: number;
+        /** PKCS12 keystore with the broker's key and certificate (SAN IP:127.0.0.1). */
+        keystore: string;
+        keystorePassword: string;
+        /** PEM file of the CA that signs client certificates; with it, clients must present one. */
+        clientCa?: string | undefined;
+      }
+    | undefined;
+}
+
+/** SASL/SCRAM names and passwords go into JAAS and StorageTool arguments unquoted: keep them plain. */
+export const SAFE_CREDENTIAL = /^[A-Za-z0-9._-]{1,64}$/;
+
+function securityLines(sec: BrokerSecurity | undefined): { listeners: string[]; lines: string[] } {
+  const listeners: string[] = [];
+  const lines: string[] = [];
+  if (sec?.sasl) {
+    listeners.push(`SASL_PLAINTEXT://127.0.0.1:${sec.sasl.port}`);
+    const plainUsers = sec.sasl.users.map((u) => `user_${u.username}="${u.password}"`).join(' ');
+    lines.push(
+      'sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512',
+      `listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required ${plainUsers};`,
+      'listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;',
+      'listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;',
+    );
+  }
+  if (sec?.ssl) {
+    listeners.push(`SSL://127.0.0.1:${sec.ssl.port}`);
+    lines.push(
+      `listener.name.ssl.ssl.keystore.location=${escapePropertyValue(sec.ssl.keystore)}`,
+      `listener.name.ssl.ssl.keystore.password=${sec.ssl.keystorePassword}`,
+      `listener.name.ssl.ssl.key.password=${sec.ssl.keystorePassword}`,
+      'listener.name.ssl.ssl.keystore.type=PKCS12',
+    );
+    if (sec.ssl.clientCa) {
+      lines.push(
+        `listener.name.ssl.ssl.truststore.location=${escapePropertyValue(sec.ssl.clientCa)}`,
+        'listener.name.ssl.ssl.truststore.type=PEM',
+        'listener.name.ssl.ssl.client.auth=required',
+      );
+    }
+  }
+  return { listeners, lines };
 }
 
 /**
@@ -55,16 +117,20 @@ export interface ServerConfig {
  * production, so a typo in a topic name fails instead of silently creating a topic.
  */
 export function renderServerProperties(c: ServerConfig): string {
+  const sec = securityLines(c.security);
+  const extra = sec.listeners.map((l) => `,${l}`).join('');
+  const protocols = sec.listeners.map((l) => `,${l.slice(0, l.indexOf(':'))}:${l.slice(0, l.indexOf(':'))}`);
   const lines = [
     '# Written by sluice kafka start on every start; edits are overwritten.',
     'process.roles=broker,controller',
     'node.id=1',
     `controller.quorum.voters=1@127.0.0.1:${c.controllerPort}`,
-    `listeners=PLAINTEXT://127.0.0.1:${c.port},CONTROLLER://127.0.0.1:${c.controllerPort}`,
-    `advertised.listeners=PLAINTEXT://127.0.0.1:${c.port}`,
+    `listeners=PLAINTEXT://127.0.0.1:${c.port},CONTROLLER://127.0.0.1:${c.controllerPort}${extra}`,
+    `advertised.listeners=PLAINTEXT://127.0.0.1:${c.port}${extra}`,
     'inter.broker.listener.name=PLAINTEXT',
     'controller.listener.names=CONTROLLER',
-    'listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT',
+    `listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT${protocols.join('')}`,
+    ...sec.lines,
     `log.dirs=${escapePropertyValue(c.kraftDir)}`,
     'num.partitions=1',
     'default.replication.factor=1',

@@ -14,11 +14,13 @@ import {
 } from './broker-process.js';
 import { ensureTools, javaCommand, lastLines, runCommand, type ToolProbe } from './java-tools.js';
 import {
+  type BrokerSecurity,
   brokerJvmArgs,
   type RunFiles,
   renderLogConfig,
   renderServerProperties,
   runFiles,
+  SAFE_CREDENTIAL,
   toolJvmArgs,
 } from './kafka-config.js';
 import {
@@ -30,6 +32,7 @@ import {
 } from './kafka-jars.js';
 
 export { LocalKafkaUnavailableError, type ToolProbe } from './java-tools.js';
+export type { BrokerSecurity, SaslUser } from './kafka-config.js';
 export { DEFAULT_KAFKA_VERSIONS, type ResolveKafkaOptions, resolveKafka } from './kafka-jars.js';
 
 /** A broker Sluice can talk to, started by us or found running. */
@@ -44,6 +47,9 @@ export interface LocalKafka {
   dataDir: string;
   /** True when nothing was started: KAFKA_BROKERS is set, or our broker was already running. */
   alreadyRunning: boolean;
+  /** Bootstrap addresses of the extra listeners asked for with `security`. */
+  saslBrokers?: string[];
+  sslBrokers?: string[];
 }
 
 export interface StartLocalKafkaOptions {
@@ -66,6 +72,12 @@ export interface StartLocalKafkaOptions {
   env?: NodeJS.ProcessEnv;
   /** Stand-in for `java -version` / `mvn -v` (tests). */
   toolProbe?: ToolProbe;
+  /**
+   * Extra listeners: SASL_PLAINTEXT (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 for the given users) and
+   * SSL (from a PKCS12 keystore, optionally requiring client certificates). SCRAM users are created
+   * when the data dir is formatted, so use a fresh data dir. Absent: PLAINTEXT only, as always.
+   */
+  security?: BrokerSecurity;
 }
 
 export interface LocalKafkaLocation {
@@ -127,6 +139,11 @@ export async function startLocalKafka(opts: StartLocalKafkaOptions = {}): Promis
     throw invalid(`heapMb must be a positive integer, got ${heapMb}`);
   }
   const readyTimeoutMs = opts.readyTimeoutMs ?? DEFAULT_READY_TIMEOUT_MS;
+  const security = checkSecurity(opts.security, [port, controllerPort]);
+  const secured = {
+    ...(security?.sasl ? { saslBrokers: [`127.0.0.1:${security.sasl.port}`] } : {}),
+    ...(security?.ssl ? { sslBrokers: [`127.0.0.1:${security.ssl.port}`] } : {}),
+  };
   const files = runFiles(dataDirFor(port, opts.dataDir, env));
 
   const running = await findOurBroker(files);
@@ -142,9 +159,10 @@ export async function startLocalKafka(opts: StartLocalKafkaOptions = {}): Promis
         );
       });
     }
-    return { ...running, logFile: files.logFile, dataDir: files.dataDir, alreadyRunning: true };
+    return { ...running, ...secured, logFile: files.logFile, dataDir: files.dataDir, alreadyRunning: true };
   }
-  for (const p of [port, controllerPort]) {
+  for (const p of [port, controllerPort, security?.sasl?.port, security?.ssl?.port]) {
+    if (p === undefined) continue;
     if (await portInUse(p)) {
       throw new SluiceError(
         'SLUICE_KAFKA',
@@ -160,7 +178,7 @@ export async function startLocalKafka(opts: StartLocalKafkaOptions = {}): Promis
     probe: opts.toolProbe,
     minJavaMajor: parseKafkaVersion(version).major >= 4 ? 17 : 11,
   });
-  await prepareDataDir(files, { version, flavour, port, controllerPort, libsDir, env, log });
+  await prepareDataDir(files, { version, flavour, port, controllerPort, libsDir, env, log, security });
 
   log(`Starting Kafka ${version} on 127.0.0.1:${port} (data ${files.dataDir})`);
   const brokers = [`127.0.0.1:${port}`];
@@ -188,7 +206,15 @@ export async function startLocalKafka(opts: StartLocalKafkaOptions = {}): Promis
   }
   log(`Kafka ${version} ready at ${brokers.join(',')}`);
   const logFile = files.logFile;
-  return { brokers, version, pid: broker.pid, logFile, dataDir: files.dataDir, alreadyRunning: false };
+  return {
+    brokers,
+    version,
+    pid: broker.pid,
+    logFile,
+    dataDir: files.dataDir,
+    alreadyRunning: false,
+    ...secured,
+  };
 }
 
 /**
@@ -283,6 +309,7 @@ async function prepareDataDir(
     libsDir: string;
     env: NodeJS.ProcessEnv;
     log: (msg: string) => void;
+    security?: BrokerSecurity | undefined;
   },
 ): Promise<void> {
   await mkdir(files.logsDir, { recursive: true });
@@ -294,6 +321,7 @@ async function prepareDataDir(
       port: c.port,
       controllerPort: c.controllerPort,
       kraftDir: files.kraftDir,
+      security: c.security,
     }),
   );
   await writeFile(files.brokerLogConfig, renderLogConfig(c.flavour, 'broker'));
@@ -303,7 +331,21 @@ async function prepareDataDir(
     ? (await readFile(files.formattedBy, 'utf8')).trim()
     : undefined;
   const formatted = existsSync(join(files.kraftDir, 'meta.properties'));
-  if (formatted && (formattedBy === undefined || formattedBy === c.version)) return;
+  const scramFile = join(files.dataDir, 'scram-users');
+  const scramUsers = (c.security?.sasl?.users ?? [])
+    .map((u) => u.username)
+    .sort()
+    .join(',');
+  if (formatted && (formattedBy === undefined || formattedBy === c.version)) {
+    const had = existsSync(scramFile) ? (await readFile(scramFile, 'utf8')).trim() : '';
+    if (scramUsers !== '' && had !== scramUsers) {
+      throw invalid(
+        `${files.dataDir} was formatted with SCRAM users [${had}], not [${scramUsers}]: SCRAM users are ` +
+          'created when the data dir is formatted; use a new data dir or stop with --wipe',
+      );
+    }
+    return;
+  }
   if (formatted) {
     c.log(`Wiping ${files.kraftDir}: it was formatted by Kafka ${formattedBy}, not ${c.version}`);
     await rm(files.kraftDir, { recursive: true, force: true });
@@ -316,6 +358,13 @@ async function prepareDataDir(
     '-c',
     files.serverProperties,
     '--ignore-formatted',
+    // SCRAM credentials live in the cluster metadata; KRaft can seed them at format time (KIP-900).
+    ...(c.security?.sasl?.users ?? []).flatMap((u) =>
+      ['SCRAM-SHA-256', 'SCRAM-SHA-512'].flatMap((m) => [
+        '--add-scram',
+        `${m}=[name=${u.username},password=${u.password}]`,
+      ]),
+    ),
   ]);
   if (format.code !== 0) {
     throw new SluiceError(
@@ -324,6 +373,38 @@ async function prepareDataDir(
     );
   }
   await writeFile(files.formattedBy, `${c.version}\n`);
+  if (scramUsers !== '') await writeFile(scramFile, `${scramUsers}\n`);
+}
+
+/** Validates the extra listeners: ports distinct and valid, credentials safe to put in JAAS. */
+function checkSecurity(sec: BrokerSecurity | undefined, taken: number[]): BrokerSecurity | undefined {
+  if (!sec) return undefined;
+  const ports = [...taken];
+  const usePort = (p: number, name: string) => {
+    checkPort(p, name);
+    if (ports.includes(p)) throw invalid(`${name} ${p} is already used by another listener`);
+    ports.push(p);
+  };
+  if (sec.sasl) {
+    usePort(sec.sasl.port, 'security.sasl.port');
+    if (sec.sasl.users.length === 0) throw invalid('security.sasl.users must name at least one user');
+    for (const u of sec.sasl.users) {
+      if (!SAFE_CREDENTIAL.test(u.username) || !SAFE_CREDENTIAL.test(u.password)) {
+        throw invalid(
+          `security.sasl.users: user names and passwords may hold only letters, digits, '.', '_' and '-' (1-64)`,
+        );
+      }
+    }
+  }
+  if (sec.ssl) {
+    usePort(sec.ssl.port, 'security.ssl.port');
+    for (const f of [sec.ssl.keystore, sec.ssl.clientCa]) {
+      if (f !== undefined && !existsSync(f)) throw invalid(`security.ssl: no file ${f}`);
+    }
+    if (!SAFE_CREDENTIAL.test(sec.ssl.keystorePassword))
+      throw invalid(`security.ssl.keystorePassword may hold only letters, digits, '.', '_' and '-'`);
+  }
+  return sec;
 }
 
 /**

@@ -1,3 +1,6 @@
+// First: kafkajs must load with the fixed read_committed filter (see aborted-filter.ts) and the
+// linear producer grouping (see kafkajs-patch.ts).
+import './aborted-filter.js';
 import './kafkajs-patch.js';
 import { type Admin, Kafka, type Producer } from 'kafkajs';
 import type { Logger } from '../ops/logger.js';
@@ -6,6 +9,7 @@ import { GroupConsumer, type GroupConsumerOptions } from './consumer.js';
 import { kafkaLogCreator, kafkaLogLevelFor } from './log-bridge.js';
 import { PartitionReader } from './partition-reader.js';
 import { PlainProducer, TransactionalProducer } from './producer.js';
+import { asAuthError, securityOptions, tlsPreflight } from './security.js';
 import type { KafkaSettings } from './types.js';
 
 process.env.KAFKAJS_NO_PARTITIONER_WARNING = '1';
@@ -19,10 +23,12 @@ export class KafkaClient {
   readonly logger: Logger;
   readonly settings: KafkaSettings;
   #admin: Promise<KafkaAdmin> | undefined;
+  readonly #ssl: ReturnType<typeof securityOptions>['ssl'];
 
   constructor(settings: KafkaSettings, logger: Logger) {
     this.settings = settings;
     this.logger = logger;
+    const security = securityOptions(settings);
     this.kafka = new Kafka({
       clientId: settings.clientId,
       brokers: [...settings.brokers],
@@ -32,7 +38,12 @@ export class KafkaClient {
       logCreator: kafkaLogCreator(logger),
       // A broker outage costs latency, not data: keep retrying for a long while before giving up.
       retry: { initialRetryTime: 200, maxRetryTime: 5000, retries: 12 },
+      // TLS and SASL (holds the key and the password: never log these options).
+      ...security,
     });
+    this.#ssl = security.ssl;
+    if (settings.ssl?.enabled && !settings.ssl.rejectUnauthorized)
+      logger.warn('kafka.ssl.rejectUnauthorized is false: broker certificates are not verified');
   }
 
   /**
@@ -40,10 +51,18 @@ export class KafkaClient {
    * /status request) share one connection attempt: two would leave one admin open and keep the
    * process alive after close().
    */
+  /** One admin connection, shared by concurrent callers (a failed attempt is forgotten). */
   admin(): Promise<KafkaAdmin> {
     if (!this.#admin) {
-      const raw: Admin = this.kafka.admin();
-      const p = raw.connect().then(() => new KafkaAdmin(raw));
+      const p = (async () => {
+        // A refused login or an untrusted certificate is not retriable: say so, once, clearly.
+        await tlsPreflight(this.settings, this.#ssl);
+        const raw: Admin = this.kafka.admin();
+        await raw.connect().catch((e) => {
+          throw asAuthError(e, this.settings);
+        });
+        return new KafkaAdmin(raw);
+      })();
       this.#admin = p;
       p.catch(() => {
         if (this.#admin === p) this.#admin = undefined;

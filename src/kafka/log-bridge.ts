@@ -1,3 +1,6 @@
+// First: kafkajs must load with the fixed read_committed filter (see aborted-filter.ts) and the
+// linear producer grouping (see kafkajs-patch.ts).
+import './aborted-filter.js';
 import './kafkajs-patch.js';
 import { logLevel as kafkaLogLevel, type logCreator } from 'kafkajs';
 import type { Logger } from '../ops/logger.js';
@@ -39,6 +42,9 @@ export function kafkaLogLevelFor(level: string): kafkaLogLevel {
     case 'warn':
     case 'info':
       return kafkaLogLevel.WARN;
+    case 'trace':
+      // Everything, down to kafkajs's per-request lines (a secret-leak test runs at this level).
+      return kafkaLogLevel.DEBUG;
     default:
       return kafkaLogLevel.INFO;
   }

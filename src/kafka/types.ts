@@ -45,4 +45,17 @@ export interface KafkaSettings {
   requestTimeoutMs: number;
   sessionTimeoutMs: number;
   heartbeatIntervalMs: number;
+  /** TLS: paths to PEM files (read once, when the client is made). */
+  ssl?: {
+    enabled: boolean;
+    ca?: string | undefined;
+    cert?: string | undefined;
+    key?: string | undefined;
+    rejectUnauthorized: boolean;
+  };
+  sasl?: {
+    mechanism?: 'plain' | 'scram-sha-256' | 'scram-sha-512' | undefined;
+    username?: string | undefined;
+    password?: string | undefined;
+  };
 }

@@ -1,6 +1,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Registry } from 'prom-client';
+import { authorize, type HttpAuth } from './auth.js';
 import type { Logger } from './logger.js';
 
 export interface Health {
@@ -33,11 +34,15 @@ export async function startOpsServer(opts: {
   health: Health;
   logger: Logger;
   routes?: Route[];
+  /** Bearer token for /status, /state/* and `/` (and /metrics with `auth.metrics`). */
+  auth?: HttpAuth;
 }): Promise<OpsServer> {
   const { registry, health, logger } = opts;
   const server: Server = createServer(async (req, res) => {
     const url = new URL(req.url ?? '/', 'http://localhost');
     try {
+      // Checked on the same parsed path the routes below see, before any of them runs.
+      if (opts.auth && !authorize(req, res, url.pathname, opts.auth)) return;
       if (req.method !== 'GET' && req.method !== 'HEAD') return send(res, 405, 'method not allowed\n');
       switch (url.pathname) {
         case '/metrics':

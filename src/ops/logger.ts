@@ -1,5 +1,6 @@
 import { type Logger, pino } from 'pino';
 import pretty from 'pino-pretty';
+import { REDACT_PATHS, REDACTED, rememberSecrets, scrubber } from './redact.js';
 
 export type { Logger } from 'pino';
 
@@ -11,9 +12,17 @@ export function createLogger(opts: {
   level: string;
   format: 'auto' | 'json' | 'pretty';
   name?: string;
+  /** Strings that must never appear in a log line (see redact.ts); `secretsOf(config)`. */
+  secrets?: readonly string[];
 }): Logger {
   const usePretty = opts.format === 'pretty' || (opts.format === 'auto' && process.stdout.isTTY === true);
-  const base = { level: opts.level, name: opts.name ?? 'sluice' };
+  rememberSecrets(opts.secrets ?? []);
+  const base = {
+    level: opts.level,
+    name: opts.name ?? 'sluice',
+    redact: { paths: [...REDACT_PATHS], censor: REDACTED },
+    hooks: { streamWrite: scrubber(opts.secrets ?? []) },
+  };
   if (usePretty) {
     return pino(
       base,

@@ -74,6 +74,24 @@ export const METRIC = {
     name: 'sluice_input_rate',
     help: 'Records per second this worker processed from an input partition, over the last 5 s.',
   },
+  arrivalRate: {
+    name: 'sluice_arrival_rate',
+    help: 'Records per second arriving on an input partition (growth of its log-end offset), smoothed.',
+  },
+  capacity: {
+    name: 'sluice_capacity',
+    help: "Records a task's operator chain processes per busy second, smoothed.",
+  },
+  shedFraction: { name: 'sluice_shed_fraction', help: 'Fraction of records a task sheds now (0..1).' },
+  recordsShed: { name: 'sluice_records_shed_total', help: 'Records shed under overload, by reason.' },
+  recommendedWorkers: {
+    name: 'sluice_recommended_workers',
+    help: 'Workers the app needs to process its input within the headroom (DS2), clamped to [1, partitions].',
+  },
+  operatorCost: {
+    name: 'sluice_operator_cost_seconds',
+    help: 'Mean time one record spends in an operator itself (sampled), smoothed.',
+  },
 } as const;
 
 /**
@@ -103,6 +121,7 @@ export function initWorkerMetrics(m: WorkerMetrics, app: string): void {
   m.txAborts.inc({ app }, 0);
   m.cacheHits.inc({ app }, 0);
   m.cacheMisses.inc({ app }, 0);
+  for (const reason of ['random', 'priority']) m.recordsShed.inc({ app, reason }, 0);
 }
 
 const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
@@ -142,6 +161,12 @@ export function createWorkerMetrics(registry: Registry) {
     checkpointBytes: h(METRIC.checkpointBytes, ['app'], CHECKPOINT_BYTE_BUCKETS),
     stateStoreBytes: g(METRIC.stateStoreBytes, ['app', 'task']),
     inputRate: g(METRIC.inputRate, ['app', 'topic', 'partition']),
+    arrivalRate: g(METRIC.arrivalRate, ['app', 'topic', 'partition']),
+    capacity: g(METRIC.capacity, ['app', 'task']),
+    shedFraction: g(METRIC.shedFraction, ['app', 'task']),
+    recordsShed: c(METRIC.recordsShed, ['app', 'reason']),
+    recommendedWorkers: g(METRIC.recommendedWorkers, ['app']),
+    operatorCost: g(METRIC.operatorCost, ['app', 'operator']),
   };
 }
 export type WorkerMetrics = ReturnType<typeof createWorkerMetrics>;

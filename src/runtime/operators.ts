@@ -1,4 +1,5 @@
 import type { Serde } from '../api/serdes.js';
+import { OperatorError } from '../errors.js';
 import type { GraphNode } from '../topology/nodes.js';
 import type { MutableRecordContext } from './record-context.js';
 
@@ -30,6 +31,8 @@ export interface Emitter {
  * receives the records a windowed operator found late (its `late` children).
  */
 export type ProcessOpFactory = (node: GraphNode, downstream: Op, late: Op) => Op;
+/** Builds the operator for a `.shed()` point; supplied by the task, which owns the shedder. */
+export type ShedOpFactory = (node: GraphNode, downstream: Op) => Op;
 
 function fanOut(children: Op[]): Op {
   if (children.length === 1) return children[0]!;
@@ -64,6 +67,35 @@ function counted(op: Op, id: number, counts: Float64Array): Op {
 }
 
 /**
+ * Names the operator that threw, with its error policy. An error from further down the chain
+ * passes through untouched: it was named where it was thrown, since every operator is guarded.
+ */
+function guard(node: GraphNode, op: Op): Op {
+  const name = node.name;
+  const policy = node.onError;
+  const guarded: Op = {
+    push(k, v) {
+      try {
+        op.push(k, v);
+      } catch (e) {
+        throw e instanceof OperatorError ? e : new OperatorError(name, e, policy);
+      }
+    },
+  };
+  if (op.side) {
+    const side = op.side.bind(op);
+    guarded.side = (i, k, v) => {
+      try {
+        side(i, k, v);
+      } catch (e) {
+        throw e instanceof OperatorError ? e : new OperatorError(name, e, policy);
+      }
+    };
+  }
+  return guarded;
+}
+
+/**
  * Compiles a sub-topology's graph, from each source down, into chains of closures. Shared
  * children (merge) are compiled once.
  */
@@ -74,6 +106,8 @@ export function compileOperators(
   processOp: ProcessOpFactory,
   hooks: OperatorHooks = { late() {} },
   counts?: Float64Array,
+  shedOp?: ShedOpFactory,
+  wrap?: (node: GraphNode, op: Op) => Op,
 ): Map<string, Op> {
   const compiled = new Map<number, Op>();
   // A child with two inputs learns which one a record came from.
@@ -169,6 +203,9 @@ export function compileOperators(
         };
         break;
       }
+      case 'shed':
+        op = shedOp ? shedOp(node, next) : next;
+        break;
       case 'sink': {
         const topic = s.topic;
         const ks: Serde<unknown> = s.key;
@@ -187,6 +224,8 @@ export function compileOperators(
         break;
       }
     }
+    if (s.kind !== 'source' && s.kind !== 'merge') op = guard(node, op);
+    if (wrap) op = wrap(node, op);
     if (counts && node.id < counts.length) op = counted(op, node.id, counts);
     compiled.set(node.id, op);
     return op;

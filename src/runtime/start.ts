@@ -2,9 +2,11 @@ import { hostname } from 'node:os';
 import type { Registry } from 'prom-client';
 import type { App } from '../api/app.js';
 import type { SluiceConfig } from '../config/schema.js';
+import { exposureWarning } from '../ops/auth.js';
 import { type OpsServer, startOpsServer } from '../ops/http-server.js';
 import { createLogger, type Logger } from '../ops/logger.js';
 import { createRegistry } from '../ops/metrics.js';
+import { secretsOf } from '../ops/redact.js';
 import { workerRoutes } from './http-routes.js';
 import { openTaskState } from './state-runtime.js';
 import { Worker } from './worker.js';
@@ -27,7 +29,9 @@ export async function startWorker(
   config: Readonly<SluiceConfig>,
   opts: { logger?: Logger; registry?: Registry; onFatal?: (e: Error) => void } = {},
 ): Promise<RunningWorker> {
-  const logger = opts.logger ?? createLogger({ level: config.log.level, format: config.log.format });
+  const logger =
+    opts.logger ??
+    createLogger({ level: config.log.level, format: config.log.format, secrets: secretsOf(config) });
   const registry = opts.registry ?? createRegistry();
   let http: OpsServer | undefined;
   const worker = new Worker({
@@ -52,6 +56,7 @@ export async function startWorker(
       port: config.http.port,
       registry,
       logger,
+      auth: { token: config.http.authToken, metrics: config.http.authMetrics },
       health: {
         live: () => worker.liveness(),
         ready: () => worker.readiness(),
@@ -60,6 +65,8 @@ export async function startWorker(
       routes: workerRoutes(worker),
     });
     logger.info({ url: http.url }, `metrics at ${http.url}/metrics`);
+    const exposed = exposureWarning(config.http.host, { token: config.http.authToken });
+    if (exposed) logger.warn(exposed);
   }
   try {
     await worker.start();

@@ -1,10 +1,13 @@
 import type { SluiceConfig } from '../config/schema.js';
-import { SerdeError, SluiceError } from '../errors.js';
+import { OperatorError, SerdeError, SluiceError, safeString } from '../errors.js';
 import type { KafkaClient } from '../kafka/client.js';
 import type { PlainProducer, TransactionalProducer, WrittenOffsets } from '../kafka/producer.js';
 import type { InRecord, OutRecord, TopicPartitionOffset } from '../kafka/types.js';
 import type { Logger } from '../ops/logger.js';
 import type { WorkerMetrics } from '../ops/metrics.js';
+import { OperatorCostSampler } from '../overload/operator-cost.js';
+import { createShedOp } from '../overload/shed-op.js';
+import { TaskShedder } from '../overload/shedder.js';
 import type { SubTopology } from '../topology/build.js';
 import { checkpointSize } from './checkpoint-size.js';
 import { Collector } from './collector.js';
@@ -12,6 +15,7 @@ import { deadLetterRecord, type ErrorPolicy } from './dead-letter.js';
 import { compileOperators, type Op } from './operators.js';
 import { MutableRecordContext } from './record-context.js';
 import type { TaskState } from './task-state.js';
+import { overflowTopic } from './topics.js';
 
 /**
  * A task: one partition of one sub-topology's input topics. It owns its operators, its keyed
@@ -75,6 +79,10 @@ export class Task {
   /** Records processed since the last checkpoint (including dead-lettered ones). */
   #dirtyRecords = 0;
   readonly #policy: ErrorPolicy;
+  /** Overload: the drop decisions and the busy-time counters the overload controller reads. */
+  readonly shedder: TaskShedder;
+  /** Overload: per-operator cost, timed on a sample of records. */
+  readonly costs = new OperatorCostSampler();
 
   constructor(id: string, sub: SubTopology, partition: number, deps: TaskDeps) {
     this.id = id;
@@ -85,6 +93,12 @@ export class Task {
     this.#policy = deps.config.processing.errorPolicy;
     this.logger = deps.logger.child({ task: id });
     this.#rc.partition = partition;
+    this.shedder = new TaskShedder({ ...deps.config.overload, overflowTopic: overflowTopic(deps.appId) });
+  }
+
+  /** Next offset to process on an input topic (for lag), once known. */
+  positionOf(topic: string): bigint | undefined {
+    return this.#next.get(topic);
   }
 
   get state(): TaskStateName {
@@ -185,6 +199,9 @@ export class Task {
       },
       { late: (operator, action) => this.#deps.metrics.lateRecords.inc({ app, operator, action }) },
       this.#deps.opCounts,
+      (node, down) =>
+        createShedOp(node, down, { shedder: this.shedder, rc: this.#rc, emitter: this.#collector }),
+      (node, op) => this.costs.wrap(node, op),
     );
     this.#lastCheckpoint = Date.now();
     if (this.isClosed) return this.#release();
@@ -242,10 +259,27 @@ export class Task {
     rc.topic = topic;
     rc.watermark = this.#watermark;
     const started = performance.now();
+    const shedder = this.shedder;
+    const shedAtSource = shedder.atSource && shedder.p > 0;
+    const shedBefore = shedder.shed;
+    let shed = 0;
     for (let i = first; i < records.length; i++) {
       const r = records[i]!;
       rc.offset = r.offset;
       rc.timestamp = Number(r.timestamp);
+      if (shedAtSource && shedder.dropRandom()) {
+        // Shed before deserializing: the cheapest place. Its offset is committed like any other.
+        shed++;
+        if (shedder.divert)
+          collector.emit(
+            shedder.overflowTopic,
+            r.key,
+            r.value,
+            rc.timestamp,
+            shedder.overflowHeaders(r, topic, this.partition),
+          );
+        continue;
+      }
       rc.headers = r.headers as Record<string, unknown> | undefined;
       const mark = collector.count;
       let key: unknown;
@@ -261,7 +295,7 @@ export class Task {
           rc.timestamp = t;
         }
       } catch (e) {
-        this.#deadLetter(topic, r, e instanceof SluiceError ? e : new SerdeError(String(e), e));
+        this.#deadLetter(topic, r, e instanceof SluiceError ? e : new SerdeError(safeString(e), e));
         continue;
       }
       if (inWatermark && rc.timestamp > maxTs) {
@@ -271,6 +305,7 @@ export class Task {
       }
       try {
         rc.key = key;
+        this.costs.next();
         op.push(key, value);
       } catch (e) {
         collector.truncate(mark);
@@ -285,11 +320,17 @@ export class Task {
     }
     this.#dirtyRecords += n;
     if (n > 0) {
+      const busyMs = performance.now() - started;
+      shedder.processed += n - shed;
+      shedder.busyMs += busyMs;
       this.#deps.metrics.recordsIn.inc({ app: this.#deps.appId, topic }, n);
-      this.#deps.metrics.processingTime.observe(
-        { app: this.#deps.appId },
-        (performance.now() - started) / 1000,
-      );
+      // Counted with the batch (source and .shed() drops alike), so in step with records_in.
+      if (shedder.shed > shedBefore)
+        this.#deps.metrics.recordsShed.inc(
+          { app: this.#deps.appId, reason: shedder.reason },
+          shedder.shed - shedBefore,
+        );
+      this.#deps.metrics.processingTime.observe({ app: this.#deps.appId }, busyMs / 1000);
     }
     return n;
   }
@@ -352,12 +393,16 @@ export class Task {
   }
 
   #deadLetter(topic: string, r: InRecord, err: unknown): void {
-    const kind = err instanceof SerdeError ? 'deserialize' : 'operator';
-    const e = err instanceof Error ? err : new Error(String(err));
-    if (this.#policy === 'fail') {
+    // An operator's own policy (`onError`) wins over the app's; the headers name the user's error.
+    const op = err instanceof OperatorError ? err : undefined;
+    const policy = op?.policy ?? this.#policy;
+    const cause = op ? op.cause : err;
+    const kind = op || !(err instanceof SerdeError) ? 'operator' : 'deserialize';
+    const e = cause instanceof Error ? cause : new Error(safeString(cause));
+    if (policy === 'fail') {
       throw new SluiceError(
         'SLUICE_OPERATOR',
-        `record ${topic}/${this.partition}@${r.offset} failed (${kind}): ${e.message}`,
+        `record ${topic}/${this.partition}@${r.offset} failed (${kind}${op ? ` in operator ${op.operator}` : ''}): ${e.message}`,
         { cause: e },
       );
     }
@@ -366,13 +411,13 @@ export class Task {
       this.#dlqSeen.add(sig);
       if (this.#dlqSeen.size > 1000) this.#dlqSeen.clear();
       this.logger.warn(
-        { err: e, topic, partition: this.partition, offset: r.offset, policy: this.#policy },
+        { err: e, topic, partition: this.partition, offset: r.offset, policy, operator: op?.operator },
         `bad record (${kind}); logged once per kind`,
       );
     }
     this.#deps.metrics.recordsDeadLettered.inc({ app: this.#deps.appId, reason: kind });
-    if (this.#policy === 'dlq') {
-      const d = deadLetterRecord(r, e, { topic, partition: this.partition, kind });
+    if (policy === 'dlq') {
+      const d = deadLetterRecord(r, e, { topic, partition: this.partition, kind, operator: op?.operator });
       this.#collector.emit(this.#deps.deadLetterTopic, d.key, d.value, Number(r.timestamp), d.headers);
     }
   }
@@ -439,6 +484,10 @@ export class Task {
     const now = Date.now();
     for (const [topic, l] of records) {
       if (topic === this.#deps.deadLetterTopic) continue;
+      if (topic === this.shedder.overflowTopic) {
+        this.#deps.metrics.recordsOut.inc({ app, topic }, l.length);
+        continue;
+      }
       this.#deps.metrics.recordsOut.inc({ app, topic }, l.length);
       for (let i = 0; i < l.length; i++)
         this.#deps.metrics.latency.observe({ app, topic }, Math.max(0, now - Number(l[i]!.timestamp)) / 1000);

@@ -7,6 +7,11 @@ export function deadLetterTopic(appId: string): string {
   return `${appId}-dlq`;
 }
 
+/** Where `overload.mode: divert` writes the records it sheds. */
+export function overflowTopic(appId: string): string {
+  return `${appId}-overflow`;
+}
+
 /** Partition count per sub-topology, once its topics exist. */
 export type PartitionPlan = Map<number, number>;
 
@@ -15,7 +20,11 @@ export type PartitionPlan = Map<number, number>;
  * and output must exist, inputs of one sub-topology must be co-partitioned, repartition topics
  * get their writer's partition count, changelogs their task count (compacted).
  */
-export async function prepareTopics(admin: KafkaAdmin, topology: Topology): Promise<PartitionPlan> {
+export async function prepareTopics(
+  admin: KafkaAdmin,
+  topology: Topology,
+  opts: { overflow?: boolean } = {},
+): Promise<PartitionPlan> {
   const repartition = topology.repartitionTopics;
   const external = new Set<string>();
   const outputs = new Set<string>();
@@ -82,6 +91,7 @@ export async function prepareTopics(admin: KafkaAdmin, topology: Topology): Prom
   await admin.ensureTopics([
     ...internalSpecs,
     { topic: deadLetterTopic(topology.appId), partitions: Math.min(maxPartitions, 8) },
+    ...(opts.overflow ? [{ topic: overflowTopic(topology.appId), partitions: maxPartitions }] : []),
   ]);
   return plan;
 }

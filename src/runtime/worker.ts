@@ -6,9 +6,13 @@ import { SluiceError } from '../errors.js';
 import { KafkaClient } from '../kafka/client.js';
 import type { BatchContext, GroupConsumer } from '../kafka/consumer.js';
 import type { PlainProducer } from '../kafka/producer.js';
+import { isAuthError } from '../kafka/security.js';
 import { type MemberInfo, taskIdOf } from '../kafka/task-assigner.js';
 import type { Logger } from '../ops/logger.js';
 import { createWorkerMetrics, initWorkerMetrics, type WorkerMetrics } from '../ops/metrics.js';
+import { OverloadController } from '../overload/controller.js';
+import { validateOverload } from '../overload/validate.js';
+import { StateIoError } from '../state/errors.js';
 import type { Topology } from '../topology/build.js';
 import { GroupView } from './group-view.js';
 import { InputRateMeter } from './input-rate.js';
@@ -70,6 +74,7 @@ export class Worker {
   readonly clientId: string;
   #memberId: string | undefined;
   readonly #statusSections = new Map<string, StatusSection>();
+  #overload: OverloadController | undefined;
 
   constructor(opts: WorkerOptions) {
     this.#opts = opts;
@@ -166,10 +171,15 @@ export class Worker {
       'worker starting',
     );
     this.logger.debug(this.topology.describe());
-    const admin = await this.#retrying('connect to Kafka', () => this.client.admin());
+    validateOverload(this.topology, this.config.overload);
+    const admin = await this.#retrying(
+      'connect to Kafka',
+      () => this.client.admin(),
+      (e) => !isAuthError(e),
+    );
     this.#plan = await this.#retrying(
       'prepare topics',
-      () => prepareTopics(admin, this.topology),
+      () => prepareTopics(admin, this.topology, { overflow: this.config.overload.mode === 'divert' }),
       (e) => !(e instanceof SluiceError),
     );
     const topics = this.topology.subtopologies.flatMap((s) => s.sourceTopics);
@@ -197,6 +207,22 @@ export class Worker {
     const interval = Math.max(10, Math.floor(this.config.processing.commitIntervalMs / 2));
     this.#timer = setInterval(() => this.#checkpointDue(), interval);
     this.#timer.unref();
+    this.#overload = new OverloadController({
+      appId: this.app.id,
+      groupId: this.app.id,
+      config: this.config.overload,
+      logger: this.logger,
+      metrics: this.metrics,
+      admin: () => this.client.admin(),
+      tasks: () => [...this.#tasks.values()].filter((t) => t.state === 'running'),
+      subtopologies: this.topology.subtopologies,
+      isInternal: (t) => this.topology.repartitionTopics.has(t),
+      partitions: () => this.#plan,
+      lagOf: (topic, partition) => this.#lag.get(`${topic}:${partition}`),
+    });
+    this.#overload.start();
+    const overload = this.#overload;
+    this.addStatusSection('overload', () => overload.status());
     this.#state = 'running';
     this.logger.info({ topics }, 'worker running');
   }
@@ -284,6 +310,7 @@ export class Worker {
   /** Rebuilds a task whose init or reset failed, with backoff, until it works or goes away. */
   #retryTask(task: Task, attempt: number, cause: unknown): void {
     if (this.#tasks.get(task.id) !== task || task.state === 'closed') return;
+    if (this.#failOverOnFullDisk(task, cause)) return;
     const delay = Math.min(500 * 2 ** (attempt - 1), 10_000);
     this.logger.warn(
       { err: cause, task: task.id, attempt, retryInMs: delay },
@@ -366,11 +393,30 @@ export class Worker {
       if (this.config.processing.guarantee === 'exactly_once')
         this.metrics.txAborts.inc({ app: this.app.id });
       if (this.#tasks.get(task.id) !== task || this.#state !== 'running') return;
+      if (this.#failOverOnFullDisk(task, e)) return;
       // Whatever failed (fenced, broker gone, unknown commit result): nothing since the last
       // checkpoint is trusted. Rebuild the task from it; if we were fenced by a new owner, the
       // coming rebalance takes the task away.
       task.reset(e).catch((e2) => this.#retryTask(task, 1, e2));
     }
+  }
+
+  /**
+   * A full disk under the state folder is not something a task retry can fix, and RocksDB keeps
+   * refusing writes until it is reopened with room to spare. The worker fails (exit code 1,
+   * /healthz 503) so that it leaves the group and its tasks fail over to the other workers, which
+   * restore them from the changelogs. Nothing committed is lost: Kafka committed the checkpoint
+   * before the local RocksDB batch was attempted, and RocksDB applies a batch entirely or not at all.
+   */
+  #failOverOnFullDisk(task: Task, e: unknown): boolean {
+    if (!(e instanceof StateIoError && e.diskFull)) return false;
+    this.metrics.errors.inc({ app: this.app.id, kind: 'state_disk_full' });
+    this.logger.error(
+      { err: e, task: task.id, dir: e.dir },
+      'state folder is full: this worker stops so its tasks move to other workers; free space under state.dir',
+    );
+    this.#fail(e);
+    return true;
   }
 
   #fail(e: Error): void {
@@ -393,6 +439,7 @@ export class Worker {
     this.logger.info('worker stopping');
     if (this.#timer) clearInterval(this.#timer);
     this.group.close();
+    this.#overload?.stop();
     const tasks = [...this.#tasks.values()];
     await Promise.all(tasks.map((t) => t.close({ checkpoint: !failed })));
     this.#tasks.clear();

@@ -33,7 +33,12 @@ export type NodeSpec =
     }
   /** Records a windowed operator found late: to a side-output topic, or dropped; counted either way. */
   | { kind: 'late'; operator: string; topic?: string; key: Serde<any>; value: Serde<any> }
-  | { kind: 'sink'; topic: string; key: Serde<any>; value: Serde<any>; internal: boolean };
+  | { kind: 'sink'; topic: string; key: Serde<any>; value: Serde<any>; internal: boolean }
+  | {
+      kind: 'shed';
+      priority: ((value: any, ctx: RecordContext<any>) => number) | undefined;
+      value: Serde<any> | undefined;
+    };
 
 export type NodeKind = NodeSpec['kind'];
 
@@ -43,6 +48,12 @@ export interface ConnectHandlers {
   onLeft(value: any, ctx: any): void;
   onRight(value: any, ctx: any): void;
 }
+/**
+ * What happens to a record that cannot be read or whose operator throws: `dlq` writes it to
+ * `<appId>-dlq` with error headers, `skip` counts and drops it, `fail` stops the worker.
+ */
+export type ErrorPolicy = 'dlq' | 'skip' | 'fail';
+export const ERROR_POLICIES: readonly ErrorPolicy[] = ['dlq', 'skip', 'fail'];
 
 export interface StoreSpec {
   /** Store name, unique in the app: `<operator>-<state>`; the changelog is `<appId>-<name>-changelog`. */
@@ -62,6 +73,8 @@ export interface GraphNode {
   readonly keySerde: Serde<any>;
   /** True when records leaving this node are partitioned by their key (keyed state is allowed). */
   readonly keyed: boolean;
+  /** This operator's error policy; the app's `processing.errorPolicy` when absent. */
+  readonly onError?: ErrorPolicy | undefined;
 }
 
 /** Node naming and registration, shared by the App and its streams. */
@@ -73,7 +86,12 @@ export class GraphBuilder {
     kind: NodeKind,
     spec: NodeSpec,
     parents: GraphNode[],
-    opts: { name?: string | undefined; keySerde: Serde<any>; keyed: boolean },
+    opts: {
+      name?: string | undefined;
+      keySerde: Serde<any>;
+      keyed: boolean;
+      onError?: ErrorPolicy | undefined;
+    },
   ): GraphNode {
     const id = this.nodes.length;
     const name = opts.name ?? `${kind}-${id}`;
@@ -81,6 +99,11 @@ export class GraphBuilder {
     if (!/^[A-Za-z0-9._-]+$/.test(name)) {
       throw new Error(
         `operator name ${JSON.stringify(name)} may only hold letters, digits, '.', '_' and '-'`,
+      );
+    }
+    if (opts.onError !== undefined && !ERROR_POLICIES.includes(opts.onError)) {
+      throw new Error(
+        `operator ${JSON.stringify(name)}: onError must be one of ${ERROR_POLICIES.join(', ')}, got ${JSON.stringify(opts.onError)}`,
       );
     }
     this.#names.add(name);
@@ -92,6 +115,7 @@ export class GraphBuilder {
       children: [],
       keySerde: opts.keySerde,
       keyed: opts.keyed,
+      ...(opts.onError !== undefined ? { onError: opts.onError } : {}),
     };
     for (const p of parents) p.children.push(node);
     this.nodes.push(node);

@@ -31,13 +31,22 @@ export interface WorkerProcess {
  */
 export function spawnWorker(
   job: string,
-  opts: { name?: string; env?: Record<string, string>; args?: string[]; stateDir?: string } = {},
+  opts: {
+    name?: string;
+    env?: Record<string, string>;
+    args?: string[];
+    stateDir?: string;
+    /** A command line that runs the worker's command line given as its last arguments (e.g. unshare). */
+    wrap?: string[];
+  } = {},
 ): WorkerProcess {
   const name = opts.name ?? 'worker';
   const stateDir = opts.stateDir ?? mkdtempSync(join(tmpdir(), 'sluice-state-'));
+  const wrap = opts.wrap ?? [];
   const child = spawn(
-    process.execPath,
+    wrap[0] ?? process.execPath,
     [
+      ...(wrap.length > 0 ? [...wrap.slice(1), process.execPath] : []),
       SLUICE_BIN,
       'run',
       jobPath(job),

@@ -4,18 +4,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { deleteTopicsMatching, jobTopics, produce, readAll } from '../helpers/kafka.js';
+import { assertExactRunningSums, rng } from '../helpers/running-sum.js';
 import { spawnWorker, type WorkerProcess } from '../helpers/workers.js';
-
-/** Deterministic pseudo-random numbers (mulberry32), so a failing run can be replayed. */
-function rng(seed: number) {
-  return () => {
-    seed |= 0;
-    seed = (seed + 0x6d2b79f5) | 0;
-    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const N = Number(process.env.TEST_CRASH_RECORDS ?? 200_000);
 const KEYS = 500;
@@ -92,29 +82,7 @@ test('exactly-once should survive repeated SIGKILLs of 3 workers: every running 
   timeout: 480_000,
 }, async () => {
   const { out, expected } = await crashRun('exactly_once', 42);
-  assert.equal(out.length, N, `output count (got ${out.length}, want ${N})`);
-  const got = new Map<string, Out[]>();
-  // Output partitions are by key, and offsets order them: group by key in offset order.
-  out.sort((a, b) => a.partition - b.partition || Number(BigInt(a.offset) - BigInt(b.offset)));
-  for (const r of out) {
-    const v = JSON.parse(r.value!) as Out;
-    const l = got.get(v.k) ?? [];
-    l.push(v);
-    got.set(v.k, l);
-  }
-  assert.equal(got.size, expected.size);
-  for (const [k, sums] of expected) {
-    const g = got.get(k) ?? [];
-    assert.deepEqual(
-      g.map((x) => x.sum),
-      sums,
-      `key ${k}: every intermediate sum exactly once, in order`,
-    );
-    assert.deepEqual(
-      g.map((x) => x.n),
-      sums.map((_, i) => i + 1),
-    );
-  }
+  assertExactRunningSums(out, expected);
 });
 
 test('at-least-once should survive repeated SIGKILLs without losing an update', {

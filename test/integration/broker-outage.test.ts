@@ -1,0 +1,161 @@
+/**
+ * Broker outages under exactly-once (issue 8, item 2). The test runs its OWN single-node broker
+ * (the launcher, its own port and data dir) so it can SIGKILL and stop it without touching the
+ * suite's broker; KAFKA_BROKERS is pointed at it before any helper makes a client.
+ *
+ * One app, 2 workers of the running-sum job, input in slices:
+ *  1. slice 1 is produced and, once output starts flowing, the broker is SIGKILLed for ~8 s and
+ *     restarted on the same data dir: processing resumes by itself, the output is exact;
+ *  2. one worker leaves (SIGTERM), the broker is stopped cleanly, a new worker is started while
+ *     no broker is up: it retries with backoff and its /readyz answers 503; the broker comes back
+ *     and the new worker becomes ready; slice 3 is produced: the output is still exact.
+ */
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, test } from 'node:test';
+import { localKafkaStatus, startLocalKafka, stopLocalKafka } from '../../src/dev/local-kafka.js';
+import { eventually, jobTopics, produce, readAll } from '../helpers/kafka.js';
+import { assertExactRunningSums, RunningSumInput } from '../helpers/running-sum.js';
+import { metricSum, spawnWorker, type WorkerProcess } from '../helpers/workers.js';
+
+const PORT = Number(process.env.TEST_OUTAGE_KAFKA_PORT ?? 39792);
+const SLICE = Number(process.env.TEST_OUTAGE_SLICE ?? 7000);
+const DOWN_MS = Number(process.env.TEST_OUTAGE_DOWN_MS ?? 8000);
+const dataDir = mkdtempSync(join(tmpdir(), 'sluice-outage-kafka-'));
+// The launcher must start a broker even when the suite's KAFKA_BROKERS is set.
+const launcherEnv = { ...process.env, KAFKA_BROKERS: '' };
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const t0 = Date.now();
+/** Progress on stderr, so a timeout shows where it stuck. */
+const step = (msg: string) =>
+  process.stderr.write(`[outage +${((Date.now() - t0) / 1000).toFixed(1)}s] ${msg}\n`);
+
+async function startBroker(): Promise<void> {
+  step('starting broker');
+  const k = await startLocalKafka({
+    port: PORT,
+    dataDir,
+    env: launcherEnv,
+    heapMb: 512,
+    readyTimeoutMs: 120_000,
+  });
+  process.env.KAFKA_BROKERS = k.brokers.join(',');
+}
+
+before(async () => {
+  await startBroker();
+});
+
+after(async () => {
+  await stopLocalKafka({ port: PORT, dataDir, env: launcherEnv }).catch(() => undefined);
+  rmSync(dataDir, { recursive: true, force: true });
+});
+
+async function readyz(w: WorkerProcess): Promise<number> {
+  return (await fetch(`${await w.url()}/readyz`)).status;
+}
+
+async function outputCount(workers: WorkerProcess[], topic: string): Promise<number> {
+  let n = 0;
+  for (const w of workers) {
+    if (w.child.exitCode !== null || w.child.signalCode !== null) continue;
+    n += metricSum(await w.metrics().catch(() => ''), 'sluice_records_out_total', { topic });
+  }
+  return n;
+}
+
+test('exactly-once should survive a SIGKILLed and a cleanly stopped broker, and a worker started without a broker should wait, then become ready', {
+  timeout: 300_000,
+}, async (t) => {
+  const { input, output, env } = await jobTopics('t-outage', 4);
+  const data = new RunningSumInput({ seed: 8, keys: 200 });
+  const args = ['--processing.guarantee', 'exactly_once', '--log-level', 'info'];
+  const slot = (i: number) => ({
+    name: `w${i}`,
+    stateDir: mkdtempSync(join(tmpdir(), `sluice-outage-${i}-`)),
+  });
+  const slots = [slot(0), slot(1)];
+  const workers: WorkerProcess[] = slots.map((s) => spawnWorker('running-sum', { ...s, env, args }));
+  t.after(async () => {
+    await Promise.all(workers.map((w) => w.kill('SIGKILL')));
+    for (const s of slots) rmSync(s.stateDir, { recursive: true, force: true });
+  });
+  const dump = () => {
+    for (const w of workers) console.error(`--- ${w.name} ---\n${w.logs.slice(-40).join('\n')}`);
+  };
+  try {
+    step('workers spawned');
+    await eventually(async () => (await Promise.all(workers.map(readyz))).every((s) => s === 200), {
+      timeoutMs: 90_000,
+      what: 'both workers ready',
+    });
+
+    step('both ready');
+    // 1. SIGKILL the broker mid-stream.
+    await produce(input, data.next(SLICE));
+    await eventually(async () => (await outputCount(workers, output)) > 0, {
+      timeoutMs: 60_000,
+      intervalMs: 50,
+      what: 'first output',
+    });
+    const status = await localKafkaStatus({ port: PORT, dataDir, env: launcherEnv });
+    assert.ok(status.pid, 'the launcher knows the broker pid');
+    const outAtKill = await outputCount(workers, output);
+    process.kill(-status.pid!, 'SIGKILL');
+    step(`broker SIGKILLed with ${outAtKill}/${SLICE} outputs`);
+    t.diagnostic(`broker SIGKILLed with ${outAtKill}/${SLICE} outputs committed; down for ${DOWN_MS} ms`);
+    await sleep(DOWN_MS);
+    await startBroker();
+    step('broker restarted');
+    await produce(input, data.next(SLICE));
+    step('slice 2 produced');
+    assertExactRunningSums(
+      await readAll(output, { expected: data.count, timeoutMs: 120_000, settleMs: 3000 }),
+      data.expected,
+    );
+    for (const w of workers) assert.equal(w.child.exitCode, null, `${w.name} still running`);
+
+    step('phase 1 exact');
+    // 2. A clean stop, and a worker that starts while no broker is up.
+    await workers[1]!.kill('SIGTERM');
+    await stopLocalKafka({ port: PORT, dataDir, env: launcherEnv });
+    workers[1] = spawnWorker('running-sum', { ...slots[1]!, env, args });
+    await workers[1].url();
+    const waitedFrom = Date.now();
+    let notReady = 0;
+    while (Date.now() - waitedFrom < DOWN_MS) {
+      const r = await fetch(`${await workers[1].url()}/readyz`);
+      assert.equal(r.status, 503, 'not ready while no broker is up');
+      assert.match(await r.text(), /worker starting/);
+      notReady++;
+      await sleep(500);
+    }
+    assert.ok(notReady >= 5);
+    // kafkajs's own retries (200 ms doubling to 5 s) come first, then the worker's (500 ms to 10 s).
+    const retries = workers[1].logs.filter((l) =>
+      /Failed to connect to seed broker|cannot connect to Kafka yet/.test(l),
+    );
+    assert.ok(retries.length >= 3, `the new worker retries (${retries.length} attempts logged)`);
+    assert.equal(workers[1].child.exitCode, null, 'the new worker waits instead of exiting');
+    step('broker restarting after clean stop');
+    await startBroker();
+    step('broker back');
+    await eventually(async () => (await readyz(workers[1]!)) === 200, {
+      timeoutMs: 120_000,
+      what: 'the late worker ready once the broker is back',
+    });
+    step('late worker ready');
+    await produce(input, data.next(SLICE));
+    assertExactRunningSums(
+      await readAll(output, { expected: data.count, timeoutMs: 120_000, settleMs: 3000 }),
+      data.expected,
+    );
+    step('phase 2 exact');
+    for (const w of workers) assert.equal(w.child.exitCode, null, `${w.name} still running`);
+  } catch (e) {
+    dump();
+    throw e;
+  }
+});

@@ -1,0 +1,47 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { App, json, string } from '../../../src/index.js';
+import { OperatorCostSampler } from '../../../src/overload/operator-cost.js';
+import type { Op } from '../../../src/runtime/operators.js';
+
+function spin(ms: number): void {
+  const end = performance.now() + ms;
+  while (performance.now() < end) {
+    // busy
+  }
+}
+
+test('OperatorCostSampler should time one record in 64 and charge each operator its own time only', () => {
+  const app = new App({ id: 'cost' });
+  app
+    .stream('in', { key: string(), value: json<number>() })
+    .map((v) => v, { name: 'slow' })
+    .filter(() => true, { name: 'fast' })
+    .to('out');
+  const nodes = app.topology().subtopologies[0]!.nodes;
+  const byName = (n: string) => nodes.find((x) => x.name === n)!;
+  const s = new OperatorCostSampler();
+  let sinkCalls = 0;
+  const sink: Op = s.wrap(byName(nodes.find((x) => x.spec.kind === 'sink')!.name), {
+    push: () => sinkCalls++,
+  });
+  const fast: Op = s.wrap(byName('fast'), { push: (k, v) => sink.push(k, v) });
+  const slow: Op = s.wrap(byName('slow'), {
+    push: (k, v) => {
+      spin(1);
+      fast.push(k, v);
+    },
+  });
+  for (let i = 0; i < 640; i++) {
+    s.next();
+    slow.push(null, i);
+  }
+  assert.equal(sinkCalls, 640);
+  const c = s.collect();
+  assert.equal(c.get('slow')!.n, 10, 'one record in 64 timed');
+  const slowMs = c.get('slow')!.ms / 10;
+  const fastMs = c.get('fast')!.ms / 10;
+  assert.ok(slowMs >= 0.9 && slowMs < 20, `slow costs ~1 ms itself, got ${slowMs}`);
+  assert.ok(fastMs < 0.5, `fast costs ~nothing, got ${fastMs}`);
+  assert.equal(s.collect().size, 0, 'counters start again');
+});
