@@ -564,7 +564,7 @@ function report(o: Options, runs: RunResult[], recs: RecoveryResult[], env: stri
   }
   L.push('');
   L.push(
-    'Above 1 is better for Sluice in the throughput columns, below 1 in the others. The two throughput columns disagree because each system is biased differently: Sluice reads a large first batch before its first checkpoint makes any output visible (so "first → last output" flatters it), while the JVM is still compiling during the first part of the input (so it flatters Kafka Streams in "last 75 %" compared with its own first → last rate).',
+    'Above 1 is better for Sluice in the throughput columns, below 1 in the others. The two throughput columns disagree because each system is biased differently: Sluice reads a large first batch before its first checkpoint makes any output visible (so "first → last output" flatters it), while the JVM is still compiling during the first part of the input (so it flatters Kafka Streams in "last 75 %" compared with its own first → last rate). With few records (--quick, small --records) Sluice can read the whole input before its first commit: then its first → last rate is meaningless and "last 75 %" is empty; use the full run\'s 200k records.',
     '',
   );
   const sj = runs.find((r) => r.workload === 'join' && r.system === 'sluice' && !r.error);
