@@ -1,0 +1,179 @@
+/**
+ * Kafka I/O of the bench driver: producing the inputs (as fast as possible before timing, or at a
+ * fixed rate for latency), watching output high-water marks and a group's lag, and a
+ * read_committed observer that measures end-to-end latency from the output records' timestamps
+ * (both systems give an output the timestamp of the input record that caused it).
+ */
+import type { Consumer } from 'kafkajs';
+import { testKafka, withAdmin } from '../../test/helpers/kafka.js';
+
+type Msg = { key: string; value: string; timestamp?: string };
+
+/** Produces n records, acks=all, 4 batches of 10k in flight. Returns seconds taken. */
+export async function produceFast(
+  topic: string,
+  n: number,
+  make: (i: number) => Msg,
+  from = 0,
+): Promise<number> {
+  const started = performance.now();
+  const p = testKafka().producer({ allowAutoTopicCreation: false });
+  await p.connect();
+  try {
+    const BATCH = 10_000;
+    const inflight: Promise<unknown>[] = [];
+    for (let i = from; i < from + n; i += BATCH) {
+      const messages: Msg[] = [];
+      for (let j = i; j < Math.min(from + n, i + BATCH); j++) messages.push(make(j));
+      inflight.push(p.send({ topic, acks: -1, messages }));
+      if (inflight.length >= 4) await inflight.shift();
+    }
+    await Promise.all(inflight);
+  } finally {
+    await p.disconnect();
+  }
+  return (performance.now() - started) / 1000;
+}
+
+/**
+ * Produces `rate` records/s for `seconds`, in 20 ms ticks, with the record timestamp = send time.
+ * Returns how many were sent.
+ */
+export async function produceAtRate(
+  topic: string,
+  rate: number,
+  seconds: number,
+  make: (i: number) => Msg,
+  from: number,
+): Promise<number> {
+  const p = testKafka().producer({ allowAutoTopicCreation: false });
+  await p.connect();
+  const t0 = performance.now();
+  let sent = 0;
+  const pending = new Set<Promise<unknown>>();
+  try {
+    for (;;) {
+      const elapsed = (performance.now() - t0) / 1000;
+      if (elapsed >= seconds) break;
+      const due = Math.floor(elapsed * rate);
+      if (due > sent) {
+        const now = String(Date.now());
+        const messages: Msg[] = [];
+        for (; sent < due; sent++) messages.push({ ...make(from + sent), timestamp: now });
+        const pr = p.send({ topic, acks: -1, messages }).finally(() => pending.delete(pr));
+        pending.add(pr);
+      }
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    await Promise.all(pending);
+  } finally {
+    await p.disconnect();
+  }
+  return sent;
+}
+
+/** Sum of the high-water marks of a topic's partitions. */
+export async function endOffsets(topic: string): Promise<Map<number, number>> {
+  return withAdmin(async (a) => {
+    const r = await a.fetchTopicOffsets(topic);
+    return new Map(r.map((p) => [p.partition, Number(p.high)]));
+  });
+}
+
+export const sum = (m: Map<number, number>) => [...m.values()].reduce((a, b) => a + b, 0);
+
+/**
+ * A long-lived admin connection for polling (one connection instead of one per poll). A failed
+ * call (a topic not yet known to the broker, a loaded machine) reads as "not there yet":
+ * `high` gives -1 and `lag` gives Infinity, and the caller polls again.
+ */
+export async function poller() {
+  const a = testKafka().admin();
+  await a.connect();
+  return {
+    async high(topic: string): Promise<number> {
+      try {
+        const r = await a.fetchTopicOffsets(topic);
+        return r.reduce((s, p) => s + Number(p.high), 0);
+      } catch {
+        return -1;
+      }
+    },
+    /** Records of `topics` not yet committed by `groupId` (-1 = nothing committed yet). */
+    async lag(groupId: string, topics: string[]): Promise<number> {
+      try {
+        let lag = 0;
+        const committed = await a.fetchOffsets({ groupId, topics });
+        for (const t of committed) {
+          const ends = await a.fetchTopicOffsets(t.topic);
+          for (const e of ends) {
+            const c = t.partitions.find((p) => p.partition === e.partition);
+            const off = c && Number(c.offset) >= 0 ? Number(c.offset) : Number(e.low);
+            lag += Math.max(0, Number(e.high) - off);
+          }
+        }
+        return lag;
+      } catch {
+        return Number.POSITIVE_INFINITY;
+      }
+    },
+    /** Waits until the broker answers for every topic (its metadata has spread). */
+    async waitFor(topics: string[], timeoutMs = 30_000): Promise<void> {
+      const t0 = Date.now();
+      for (const t of topics)
+        while ((await this.high(t)) < 0) {
+          if (Date.now() - t0 > timeoutMs) throw new Error(`topic ${t} not available after ${timeoutMs} ms`);
+          await new Promise((r) => setTimeout(r, 200));
+        }
+    },
+    close: () => a.disconnect(),
+  };
+}
+
+/**
+ * Reads `topic` (read_committed) from the given per-partition offsets and keeps, for every record
+ * whose timestamp is ≥ `sinceMs`, the delay from its timestamp to now.
+ */
+export async function observe(
+  topic: string,
+  groupId: string,
+  startAt: Map<number, number>,
+  sinceMs: number,
+): Promise<{ latencies: number[]; count: () => number; firstAt: () => number; stop: () => Promise<void> }> {
+  await withAdmin((a) =>
+    a.setOffsets({
+      groupId,
+      topic,
+      partitions: [...startAt].map(([partition, offset]) => ({ partition, offset: String(offset) })),
+    }),
+  );
+  const c: Consumer = testKafka().consumer({ groupId, readUncommitted: false, maxWaitTimeInMs: 50 });
+  const latencies: number[] = [];
+  let n = 0;
+  let first = 0;
+  await c.connect();
+  await c.subscribe({ topic, fromBeginning: true });
+  await c.run({
+    eachBatch: async ({ batch }) => {
+      const now = Date.now();
+      for (const m of batch.messages) {
+        n++;
+        if (!first) first = performance.now();
+        const ts = Number(m.timestamp);
+        if (ts >= sinceMs) latencies.push(now - ts);
+      }
+    },
+  });
+  return {
+    latencies,
+    count: () => n,
+    firstAt: () => first,
+    stop: () => c.disconnect(),
+  };
+}
+
+export function percentile(xs: number[], p: number): number {
+  if (xs.length === 0) return Number.NaN;
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))]!;
+}

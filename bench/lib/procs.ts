@@ -1,0 +1,204 @@
+/**
+ * The processes under test: a Sluice worker (`sluice run dist/bench/jobs/<job>.js`), the Kafka
+ * Streams peer (`java -jar bench/peers/kafka-streams/target/kafka-streams-peer.jar`) and the
+ * kafkajs ceiling (`node dist/bench/ceiling.js`), each a direct child so /proc/<pid> is its own.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const root = resolve(dirname(fileURLToPath(import.meta.url)), '../../..');
+export const PEER_DIR = join(root, 'bench/peers/kafka-streams');
+export const PEER_JAR = join(PEER_DIR, 'target/kafka-streams-peer.jar');
+const SLUICE_BIN = join(root, 'bin/sluice.js');
+
+export type SystemName = 'sluice' | 'kafka-streams' | 'kafkajs-ceiling';
+export type Guarantee = 'exactly_once' | 'at_least_once';
+/** Kafka Streams name of the workload in BenchApp.java, Sluice job file in dist/bench/jobs. */
+export type JobKind = 'map-filter' | 'count' | 'window' | 'join';
+const SLUICE_JOB: Record<JobKind, string> = {
+  'map-filter': 'map-filter',
+  count: 'keyed-count',
+  window: 'window-count',
+  join: 'join',
+};
+
+export function sluiceJobPath(kind: JobKind): string {
+  return join(root, 'dist/bench/jobs', `${SLUICE_JOB[kind]}.js`);
+}
+
+/** Both systems' consumers leave the group after this long without a heartbeat (recovery). */
+export const SESSION_TIMEOUT_MS = 10_000;
+export const COMMIT_INTERVAL_MS = 100;
+const CLK_TCK = 100; // `getconf CLK_TCK` on Linux x86-64
+
+export interface RunSpec {
+  system: SystemName;
+  kind: JobKind;
+  appId: string;
+  input: string;
+  output: string;
+  table?: string;
+  guarantee: Guarantee;
+  stateDir: string;
+  brokers: string;
+  /** ceiling only: how many records to decode before reporting */
+  records?: number;
+}
+
+export interface Proc {
+  child: ChildProcess;
+  pid: number;
+  logs: string[];
+  exited: Promise<number | string>;
+  /** resolves when the system says it is running (Sluice /readyz, Kafka Streams RUNNING) */
+  ready(timeoutMs: number): Promise<void>;
+  kill(signal: NodeJS.Signals): Promise<number | string>;
+  /** ceiling only: the lines it printed (FIRST <ms>, DONE <ms> <n>) */
+  lines: string[];
+  /** Sluice only: its /metrics URL */
+  metricsUrl?: string;
+}
+
+export async function freePort(): Promise<number> {
+  return new Promise((res, rej) => {
+    const s = createServer();
+    s.once('error', rej);
+    s.listen(0, '127.0.0.1', () => {
+      const port = (s.address() as { port: number }).port;
+      s.close(() => res(port));
+    });
+  });
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+function cleanEnv(): NodeJS.ProcessEnv {
+  // SLUICE_* would change the measured configuration (and unknown ones are rejected).
+  const env: NodeJS.ProcessEnv = {};
+  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('SLUICE_')) env[k] = v;
+  return env;
+}
+
+export async function startProc(s: RunSpec): Promise<Proc> {
+  const env = cleanEnv();
+  Object.assign(env, {
+    KAFKA_BROKERS: s.brokers,
+    BENCH_BROKERS: s.brokers,
+    BENCH_WORKLOAD: s.kind,
+    BENCH_APP_ID: s.appId,
+    BENCH_INPUT: s.input,
+    BENCH_OUTPUT: s.output,
+    BENCH_TABLE: s.table ?? '',
+    BENCH_GUARANTEE: s.guarantee,
+    BENCH_STATE_DIR: s.stateDir,
+    BENCH_COMMIT_INTERVAL_MS: String(COMMIT_INTERVAL_MS),
+    BENCH_SESSION_TIMEOUT_MS: String(SESSION_TIMEOUT_MS),
+    BENCH_RECORDS: String(s.records ?? 0),
+  });
+  let cmd: string;
+  let args: string[];
+  let httpPort = 0;
+  if (s.system === 'sluice') {
+    httpPort = await freePort();
+    cmd = process.execPath;
+    args = [
+      SLUICE_BIN,
+      'run',
+      sluiceJobPath(s.kind),
+      '--http-port',
+      String(httpPort),
+      '--log-level',
+      'warn',
+      '--log-format',
+      'json',
+      '--state-dir',
+      s.stateDir,
+      '--processing.guarantee',
+      s.guarantee,
+      '--processing.commitIntervalMs',
+      String(COMMIT_INTERVAL_MS),
+      '--kafka.sessionTimeoutMs',
+      String(SESSION_TIMEOUT_MS),
+    ];
+  } else if (s.system === 'kafka-streams') {
+    cmd = 'java';
+    // A fixed heap so the JVM does not size itself from the host's RAM.
+    args = ['-Xms256m', '-Xmx1g', '-XX:+UseParallelGC', '-jar', PEER_JAR];
+  } else {
+    cmd = process.execPath;
+    args = [join(root, 'dist/bench/ceiling.js')];
+  }
+  const child = spawn(cmd, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const logs: string[] = [];
+  const lines: string[] = [];
+  let running = false;
+  const onData = (d: Buffer) => {
+    for (const line of d.toString().split('\n')) {
+      if (!line) continue;
+      logs.push(line);
+      if (line === 'STATE RUNNING') running = true;
+      if (line.startsWith('STATE ') && line !== 'STATE RUNNING') running = false;
+      if (line.startsWith('FIRST ') || line.startsWith('DONE ') || line === 'READY') lines.push(line);
+    }
+    if (logs.length > 500) logs.splice(0, logs.length - 200);
+  };
+  child.stdout!.on('data', onData);
+  child.stderr!.on('data', onData);
+  const exited = new Promise<number | string>((r) => child.once('exit', (code, sig) => r(code ?? sig ?? -1)));
+  let dead: number | string | undefined;
+  void exited.then((c) => {
+    dead = c;
+  });
+  return {
+    child,
+    pid: child.pid!,
+    logs,
+    lines,
+    exited,
+    ...(httpPort ? { metricsUrl: `http://127.0.0.1:${httpPort}/metrics` } : {}),
+    async ready(timeoutMs) {
+      const t0 = Date.now();
+      for (;;) {
+        if (dead !== undefined)
+          throw new Error(`${s.system} exited (${dead}):\n${logs.slice(-30).join('\n')}`);
+        if (Date.now() - t0 > timeoutMs)
+          throw new Error(`${s.system} not ready after ${timeoutMs} ms:\n${logs.slice(-30).join('\n')}`);
+        if (s.system === 'sluice') {
+          try {
+            const r = await fetch(`http://127.0.0.1:${httpPort}/readyz`, {
+              signal: AbortSignal.timeout(2000),
+            });
+            if (r.status === 200) return;
+          } catch {
+            // not listening yet
+          }
+        } else if (s.system === 'kafka-streams') {
+          if (running) return;
+        } else if (lines.includes('READY')) return;
+        await sleep(100);
+      }
+    },
+    async kill(signal) {
+      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+      return exited;
+    },
+  };
+}
+
+/** CPU seconds (user + system) and peak RSS of a live process, from /proc. */
+export function procStats(pid: number): { cpuSeconds: number; hwmBytes: number } {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // Fields after the command (which may hold spaces) start after the last ')'.
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    const cpuSeconds = (Number(f[11]) + Number(f[12])) / CLK_TCK; // utime, stime (fields 14, 15)
+    const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+    const m = /VmHWM:\s+(\d+) kB/.exec(status);
+    return { cpuSeconds, hwmBytes: m ? Number(m[1]) * 1024 : Number.NaN };
+  } catch {
+    return { cpuSeconds: Number.NaN, hwmBytes: Number.NaN };
+  }
+}

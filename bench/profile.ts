@@ -1,0 +1,187 @@
+/**
+ * Profiles one Sluice worker on workload (b), keyed count, with `node --cpu-prof` and prints the
+ * functions and files with the most self time (V8's sampling profiler, 1 ms interval by default).
+ *
+ *   npm run build && KAFKA_BROKERS=127.0.0.1:19493 node dist/bench/profile.js \
+ *     [--records 200000] [--keys 100000] [--dist uniform|zipf] [--guarantee exactly_once]
+ *     [--out file.md] [--keep file.cpuprofile]
+ *
+ * The worker is stopped with SIGTERM once its group has committed the whole input, so the
+ * profile covers start-up, processing and a clean shutdown; the table leaves out idle time.
+ */
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, relative } from 'node:path';
+import { createTopics, deleteTopicsMatching, uniqueName } from '../test/helpers/kafka.js';
+import { poller, produceFast } from './lib/kafka-io.js';
+import { freePort, root, sluiceJobPath } from './lib/procs.js';
+import { eventMaker } from './workloads.js';
+
+interface Node {
+  id: number;
+  callFrame: { functionName: string; url: string; lineNumber: number };
+  hitCount?: number;
+  children?: number[];
+}
+
+function parseArgs(argv: string[]) {
+  const o = {
+    records: 200_000,
+    keys: 100_000,
+    dist: 'uniform' as 'uniform' | 'zipf',
+    guarantee: 'exactly_once',
+    out: '',
+    keep: '',
+  };
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i]!;
+    const v = argv[++i];
+    if (v === undefined) throw new Error(`${a} needs a value`);
+    if (a === '--records') o.records = Number(v);
+    else if (a === '--keys') o.keys = Number(v);
+    else if (a === '--dist') o.dist = v as 'uniform' | 'zipf';
+    else if (a === '--guarantee') o.guarantee = v;
+    else if (a === '--out') o.out = v;
+    else if (a === '--keep') o.keep = v;
+    else throw new Error(`unknown option ${a}`);
+  }
+  return o;
+}
+
+function short(url: string): string {
+  if (!url) return '(native)';
+  const p = url.replace(/^file:\/\//, '');
+  const r = relative(root, p);
+  return r.startsWith('..') ? p : r;
+}
+
+export function summarize(
+  profile: { nodes: Node[]; samples: number[]; timeDeltas: number[] },
+  top = 25,
+): string {
+  const byId = new Map(profile.nodes.map((n) => [n.id, n]));
+  const self = new Map<number, number>();
+  for (let i = 0; i < profile.samples.length; i++) {
+    const id = profile.samples[i]!;
+    self.set(id, (self.get(id) ?? 0) + (profile.timeDeltas[i] ?? 0));
+  }
+  let total = 0;
+  const fn = new Map<string, number>();
+  const file = new Map<string, number>();
+  for (const [id, us] of self) {
+    const n = byId.get(id)!;
+    const name = n.callFrame.functionName || '(anonymous)';
+    if (name === '(idle)' || name === '(program)') continue;
+    total += us;
+    const where = short(n.callFrame.url);
+    const key = `${name} — ${where}${n.callFrame.url ? `:${n.callFrame.lineNumber + 1}` : ''}`;
+    fn.set(key, (fn.get(key) ?? 0) + us);
+    const group = where.startsWith('dist/src/')
+      ? where
+      : where.includes('node_modules/')
+        ? `node_modules/${where
+            .split('node_modules/')[1]!
+            .split('/')
+            .slice(0, where.includes('@') ? 2 : 1)
+            .join('/')}`
+        : where.startsWith('node:')
+          ? 'node: built-ins'
+          : where === '(native)'
+            ? `(native) ${name}`
+            : where;
+    file.set(group, (file.get(group) ?? 0) + us);
+  }
+  const L: string[] = [];
+  L.push(`Busy CPU in the profile: ${(total / 1e6).toFixed(2)} s (idle and "(program)" left out).`, '');
+  L.push('| self time (s) | share | function — file:line |', '|---:|---:|---|');
+  for (const [k, us] of [...fn].sort((a, b) => b[1] - a[1]).slice(0, top))
+    L.push(
+      `| ${(us / 1e6).toFixed(2)} | ${((us / total) * 100).toFixed(1)} % | ${k.replace(/\|/g, '\\|')} |`,
+    );
+  L.push('', '| self time (s) | share | file or package |', '|---:|---:|---|');
+  for (const [k, us] of [...file].sort((a, b) => b[1] - a[1]).slice(0, 15))
+    L.push(
+      `| ${(us / 1e6).toFixed(2)} | ${((us / total) * 100).toFixed(1)} % | ${k.replace(/\|/g, '\\|')} |`,
+    );
+  return L.join('\n');
+}
+
+async function main() {
+  const o = parseArgs(process.argv.slice(2));
+  if (!process.env.KAFKA_BROKERS) throw new Error('set KAFKA_BROKERS');
+  const id = uniqueName('bench-prof');
+  const input = `${id}-in`;
+  const output = `${id}-out`;
+  const stateDir = mkdtempSync(join(tmpdir(), 'sluice-prof-'));
+  const profDir = mkdtempSync(join(tmpdir(), 'sluice-cpuprof-'));
+  const poll = await poller();
+  try {
+    await createTopics([
+      { topic: input, partitions: 4 },
+      { topic: output, partitions: 4 },
+    ]);
+    await produceFast(input, o.records, eventMaker(11, { keys: o.keys, dist: o.dist }));
+    const env: NodeJS.ProcessEnv = {};
+    for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('SLUICE_')) env[k] = v;
+    Object.assign(env, { BENCH_APP_ID: id, BENCH_INPUT: input, BENCH_OUTPUT: output });
+    const t0 = performance.now();
+    const child = spawn(
+      process.execPath,
+      [
+        '--cpu-prof',
+        `--cpu-prof-dir=${profDir}`,
+        join(root, 'bin/sluice.js'),
+        'run',
+        sluiceJobPath('count'),
+        '--http-port',
+        String(await freePort()),
+        '--log-level',
+        'warn',
+        '--state-dir',
+        stateDir,
+        '--processing.guarantee',
+        o.guarantee,
+      ],
+      { env, stdio: ['ignore', 'inherit', 'inherit'] },
+    );
+    const exited = new Promise((r) => child.once('exit', r));
+    let first = 0;
+    for (;;) {
+      if (child.exitCode !== null) throw new Error('worker exited');
+      if (!first && (await poll.high(output)) > 0) first = performance.now();
+      if (first && (await poll.lag(id, [input])) === 0) break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    const seconds = (performance.now() - first) / 1000;
+    child.kill('SIGTERM');
+    await exited;
+    const file = readdirSync(profDir).find((f) => f.endsWith('.cpuprofile'));
+    if (!file) throw new Error('no .cpuprofile written');
+    if (o.keep) writeFileSync(o.keep, readFileSync(join(profDir, file)));
+    const md = [
+      `# CPU profile of a Sluice worker: keyed count, ${o.records} records, ${o.keys} keys ${o.dist}, ${o.guarantee}`,
+      '',
+      `- command: \`KAFKA_BROKERS=${process.env.KAFKA_BROKERS} node dist/bench/profile.js ${process.argv.slice(2).join(' ')}\``,
+      `- ${new Date().toISOString()}; first output → input committed: ${seconds.toFixed(2)} s (${Math.round(o.records / seconds)} records/s under the profiler); start → end ${((performance.now() - t0) / 1000).toFixed(1)} s`,
+      '',
+      summarize(JSON.parse(readFileSync(join(profDir, file), 'utf8'))),
+      '',
+    ].join('\n');
+    console.log(md);
+    if (o.out) writeFileSync(o.out, md);
+  } finally {
+    await poll.close();
+    rmSync(stateDir, { recursive: true, force: true });
+    rmSync(profDir, { recursive: true, force: true });
+    await deleteTopicsMatching(id).catch(() => undefined);
+  }
+}
+
+main().then(
+  () => process.exit(0),
+  (e) => {
+    console.error(e?.stack ?? e);
+    process.exit(1);
+  },
+);
