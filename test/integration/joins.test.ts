@@ -10,17 +10,8 @@ import {
   uniqueName,
   withAdmin,
 } from '../helpers/kafka.js';
+import { rng } from '../helpers/running-sum.js';
 import { metricSum, spawnWorker, type WorkerProcess } from '../helpers/workers.js';
-
-function rng(seed: number) {
-  return () => {
-    seed |= 0;
-    seed = (seed + 0x6d2b79f5) | 0;
-    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const json = (key: string, v: unknown): TestRecord => ({ key, value: JSON.stringify(v) });
 
