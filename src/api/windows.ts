@@ -126,8 +126,7 @@ export function windowProcessor(
             const close = start + size + grace;
             if (w !== undefined && close <= w) continue;
             accepted = true;
-            let i = wins.findIndex((x) => x[0] >= start);
-            if (i < 0) i = wins.length;
+            const i = indexWhere(wins, (x) => x[0] >= start);
             if (wins[i]?.[0] !== start) {
               wins.splice(i, 0, [start, fold.init()]);
               ctx.timers.atEventTime(close);
@@ -179,8 +178,7 @@ export function windowProcessor(
               acc = merge(s[2], acc);
             } else keep.push(s);
           }
-          let i = keep.findIndex((s) => s[0] > start);
-          if (i < 0) i = keep.length;
+          const i = indexWhere(keep, (s) => s[0] > start);
           keep.splice(i, 0, [start, end, acc]);
           ctx.timers.atEventTime(end + gap + grace);
           ctx.state.w.set(keep);
@@ -217,12 +215,10 @@ export function windowProcessor(
           const w = ctx.watermark;
           if (w !== undefined && t + grace <= w) return ctx.late(value);
           const s: S = ctx.state.w.get() ?? { r: [], p: [] };
-          let i = s.r.findIndex((x) => x[0] > t);
-          if (i < 0) i = s.r.length;
+          const i = indexWhere(s.r, (x) => x[0] > t);
           s.r.splice(i, 0, [t, value]);
           if (!s.p.includes(t)) {
-            let j = s.p.findIndex((x) => x > t);
-            if (j < 0) j = s.p.length;
+            const j = indexWhere(s.p, (x) => x > t);
             s.p.splice(j, 0, t);
             ctx.timers.atEventTime(t + grace);
           }
@@ -250,4 +246,10 @@ export function windowProcessor(
       };
     }
   }
+}
+
+/** The first index where `pred` holds, else the length: where to insert into a sorted list. */
+function indexWhere<T>(list: readonly T[], pred: (x: T) => boolean): number {
+  const i = list.findIndex(pred);
+  return i < 0 ? list.length : i;
 }
