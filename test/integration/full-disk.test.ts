@@ -1,7 +1,10 @@
 /**
  * A full disk under the state folder (issue 8, item 3c), end to end. One of two workers runs with
- * its state folder on a 16 MiB tmpfs in a private mount namespace (`unshare -rm`, as the
- * RocksStore unit test does; skipped where that is not allowed). Mid-stream, once it has committed
+ * its state folder on a 64 MiB tmpfs in a private mount namespace (`unshare -rm`, as the
+ * RocksStore unit test does; skipped where that is not allowed). The disk must hold the RocksDB
+ * instances of every stateful task the worker may own before the second worker joins: a freshly
+ * opened one takes about 13 MiB of tmpfs (mostly its preallocated WAL), so 16 MiB fitted one
+ * task but not two, and the worker could fail on open before the test filled anything. Mid-stream, once it has committed
  * output, the test fills that disk through /proc/<pid>/root and feeds keys of 4 KB. The worker must
  * say clearly that the disk is full and fail (exit 1), its tasks must fail over to the other
  * worker, and the output (read_committed) must still be exact: no state was lost or corrupted.
@@ -58,7 +61,7 @@ test('a worker whose state disk fills up should report it, fail, and let its tas
     env,
     args,
     stateDir: join(tiny, 'state'),
-    wrap: tinyDisk(tiny, '16m'),
+    wrap: tinyDisk(tiny, '64m'),
   });
   const healthy = spawnWorker('running-sum', { name: 'healthy', env, args });
   t.after(async () => {
@@ -99,7 +102,7 @@ test('a worker whose state disk fills up should report it, fail, and let its tas
     } catch (e) {
       assert.equal((e as NodeJS.ErrnoException).code, 'ENOSPC', `filling the disk: ${e}`);
     }
-    t.diagnostic(`ballast of ${(filled / 1024 / 1024).toFixed(1)} MiB filled the 16 MiB state disk`);
+    t.diagnostic(`ballast of ${(filled / 1024 / 1024).toFixed(1)} MiB filled the 64 MiB state disk`);
     // ...then feed it keys of 4 KB: RocksDB needs room for them (WAL, then flushes) and has none.
     const big = new RunningSumInput({ seed: 4, keys: 100_000, keyPadding: 4000 });
     await produce(input, big.next(6000), 100);
