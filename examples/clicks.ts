@@ -15,7 +15,7 @@ export interface TaggedClick extends Click {
   section: string;
 }
 
-const app = new App({ id: process.env.SLUICE_EXAMPLE_APP_ID ?? 'clicks-enrich' });
+const app = new App({ id: process.env.CLICKS_APP_ID ?? 'clicks-enrich' });
 
 app
   .stream('clicks', { key: string(), value: json<Click>() })

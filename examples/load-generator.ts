@@ -5,9 +5,10 @@
  *
  *   node dist/examples/load-generator.js --rate 200 --count 10000 --brokers 127.0.0.1:9092
  *   options: --topic clicks --rate <records/s> --count <n> --duration <s> --seed <n> --brokers <h:p,...>
+ *            --partitions <n> (of the topic, when the generator has to create it; default 4)
  *
  * Without --count or --duration it runs until Ctrl-C. Brokers default to KAFKA_BROKERS, then
- * 127.0.0.1:9092.
+ * 127.0.0.1:9092. A missing topic is created (the local broker does not create topics on use).
  */
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
@@ -31,6 +32,8 @@ export interface GenerateClicksOptions {
   signal?: AbortSignal;
   /** Called after each batch with the running total. */
   onProgress?: (sent: number) => void;
+  /** Partitions of the topic if it has to be created. Default 4. */
+  partitions?: number;
 }
 
 export interface GenerateClicksResult {
@@ -122,6 +125,7 @@ export async function generateClicks(opts: GenerateClicksOptions): Promise<Gener
     brokers: opts.brokers,
     logLevel: logLevel.NOTHING,
   });
+  await ensureTopic(kafka, opts.topic, opts.partitions ?? 4);
   const producer = kafka.producer({ allowAutoTopicCreation: false });
   await producer.connect();
   const source = clicks(opts.seed ?? 1);
@@ -152,6 +156,19 @@ export async function generateClicks(opts: GenerateClicksOptions): Promise<Gener
   return { sent, elapsedMs: Date.now() - start };
 }
 
+/** Creates `topic` when it does not exist yet (racing another creator is fine). */
+async function ensureTopic(kafka: Kafka, topic: string, partitions: number): Promise<void> {
+  const admin = kafka.admin();
+  await admin.connect();
+  try {
+    if ((await admin.listTopics()).includes(topic)) return;
+    await admin.createTopics({ waitForLeaders: true, topics: [{ topic, numPartitions: partitions }] });
+    console.log(`created topic ${topic} (${partitions} partitions)`);
+  } finally {
+    await admin.disconnect();
+  }
+}
+
 async function main(): Promise<void> {
   const { values } = parseArgs({
     options: {
@@ -161,6 +178,7 @@ async function main(): Promise<void> {
       count: { type: 'string' },
       duration: { type: 'string' },
       seed: { type: 'string', default: '1' },
+      partitions: { type: 'string', default: '4' },
     },
   });
   const brokers = (values.brokers ?? process.env.KAFKA_BROKERS ?? '127.0.0.1:9092')
@@ -187,6 +205,7 @@ async function main(): Promise<void> {
     count: num('count', values.count),
     durationSec: num('duration', values.duration),
     seed: num('seed', values.seed),
+    partitions: num('partitions', values.partitions),
     signal: abort.signal,
     onProgress: (sent) => {
       if (Date.now() - reported >= 5000) {

@@ -16,15 +16,24 @@ export interface ParsedArgs {
   configFile?: string;
   /** Config settings from flags, as [path, value]. */
   settings: Array<[string, string]>;
-  /** Flags that are not config settings (e.g. --yes), value 'true' when given bare. */
+  /**
+   * Flags that are not config settings: switches (e.g. --yes, 'true' when given bare) and the
+   * command's own options with a value (e.g. --partitions 4).
+   */
   switches: Map<string, string>;
 }
 
 /**
- * Parses `--a.b.c value`, `--a.b.c=value`, aliases (`--brokers`), `--config file` and known
- * switches. Unknown flags are collected as problems (all of them, not the first).
+ * Parses `--a.b.c value`, `--a.b.c=value`, aliases (`--brokers`), `--config file`, known
+ * switches and known options (a command's own flags that take a value). Every other flag is a
+ * config setting, checked against the schema when the config loads. Missing values are collected
+ * as problems (all of them, not the first).
  */
-export function parseArgs(argv: readonly string[], knownSwitches: readonly string[] = []): ParsedArgs {
+export function parseArgs(
+  argv: readonly string[],
+  knownSwitches: readonly string[] = [],
+  knownOptions: readonly string[] = [],
+): ParsedArgs {
   const out: ParsedArgs = { positionals: [], settings: [], switches: new Map() };
   const problems: ConfigProblem[] = [];
   for (let i = 0; i < argv.length; i++) {
@@ -53,6 +62,11 @@ export function parseArgs(argv: readonly string[], knownSwitches: readonly strin
     if (name === 'config' || name === 'c') {
       const v = takeValue();
       if (v !== undefined) out.configFile = v;
+      continue;
+    }
+    if (knownOptions.includes(name)) {
+      const v = takeValue();
+      if (v !== undefined) out.switches.set(name, v);
       continue;
     }
     const path = ALIASES[name] ?? name;

@@ -3,14 +3,19 @@ import { scrubSecrets } from '../ops/redact.js';
 import { kafkaCommand } from './kafka-command.js';
 import { resetCommand } from './reset-command.js';
 import { devCommand, runCommand, topologyCommand } from './run-command.js';
+import { topicsCommand } from './topics-command.js';
 
 const USAGE = `sluice — stream processing on Kafka for TypeScript
 
 Usage:
   sluice run <job-file> [--config sluice.yaml] [--<setting> value ...]   run one worker of a job
-  sluice dev <job-file> [...]        like run; starts a local Kafka when KAFKA_BROKERS is not set
+  sluice dev <job-file> [--kafka-port 9092] [...]
+                                     like run; when no brokers are configured, starts a local Kafka
+                                     and creates the job's missing input and output topics on it
   sluice topology <job-file>         print the job's sub-topologies, topics and stores
   sluice reset <job-file> --yes      delete the app's offsets, internal topics and local state
+  sluice topics create <topic>... [--partitions 4] [--compact] | list
+                                     create or list topics on the configured cluster
   sluice kafka start|stop|status [--version 4.4.0|3.9.1] [--port 9092]
 
 Settings come from the YAML file, SLUICE_* env variables and flags (in rising precedence),
@@ -29,6 +34,8 @@ export async function main(argv: string[]): Promise<number> {
         return await topologyCommand(rest);
       case 'reset':
         return await resetCommand(rest);
+      case 'topics':
+        return await topicsCommand(rest);
       case 'kafka':
         return await kafkaCommand(rest);
       case undefined:

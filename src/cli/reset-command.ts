@@ -1,11 +1,9 @@
 import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { loadConfig } from '../config/load.js';
-import { KafkaClient } from '../kafka/client.js';
-import { createLogger } from '../ops/logger.js';
-import { secretsOf } from '../ops/redact.js';
 import { parseArgs } from './args.js';
 import { loadJob } from './load-job.js';
+import { withAdmin } from './topics-command.js';
 
 /**
  * `sluice reset <job> --yes`: like Kafka Streams' application reset tool. Deletes the group's
@@ -33,10 +31,7 @@ export async function resetCommand(argv: string[]): Promise<number> {
     );
     return 2;
   }
-  const logger = createLogger({ level: 'warn', format: 'json', secrets: secretsOf(config) });
-  const client = new KafkaClient({ ...config.kafka, clientId: `${config.kafka.clientId}-reset` }, logger);
-  try {
-    const admin = await client.admin();
+  return withAdmin(config, async (admin) => {
     const g = await admin.describeGroup(app.id);
     if (g.members > 0) {
       process.stderr.write(
@@ -49,7 +44,5 @@ export async function resetCommand(argv: string[]): Promise<number> {
     await rm(stateDir, { recursive: true, force: true });
     process.stdout.write(`deleted:\n${plan.map((p) => `  - ${p}`).join('\n')}\n`);
     return 0;
-  } finally {
-    await client.close();
-  }
+  });
 }

@@ -1,9 +1,12 @@
-import { loadConfig } from '../config/load.js';
+import type { App } from '../api/app.js';
+import { brokersSource, loadConfig } from '../config/load.js';
 import type { SluiceConfig } from '../config/schema.js';
 import { startLocalKafka } from '../dev/local-kafka.js';
 import { startWorker } from '../runtime/start.js';
+import { externalTopics } from '../runtime/topics.js';
 import { parseArgs } from './args.js';
 import { loadJob } from './load-job.js';
+import { withAdmin } from './topics-command.js';
 
 function jobArg(positionals: string[], cmd: string): string {
   const f = positionals[0];
@@ -12,8 +15,7 @@ function jobArg(positionals: string[], cmd: string): string {
 }
 
 /** Runs one worker until SIGTERM/SIGINT (graceful: checkpoint, leave the group) or a fatal error. */
-async function runWorker(jobFile: string, config: Readonly<SluiceConfig>): Promise<number> {
-  const app = await loadJob(jobFile);
+async function runWorker(app: App, config: Readonly<SluiceConfig>): Promise<number> {
   let fatal: Error | undefined;
   let wake: () => void = () => undefined;
   const stopped = new Promise<void>((r) => {
@@ -68,26 +70,46 @@ function exitWhenStuck(logger: { warn: (o: object, m: string) => void }, code: n
 export async function runCommand(argv: string[]): Promise<number> {
   const args = parseArgs(argv);
   const config = loadConfig({ file: args.configFile, flags: args.settings });
-  return runWorker(jobArg(args.positionals, 'run'), config);
+  return runWorker(await loadJob(jobArg(args.positionals, 'run')), config);
 }
 
-/** `sluice dev`: like run, but starts (or reuses) the local Kafka when no cluster is configured. */
+/** Partitions of the topics `sluice dev` creates on the local broker. */
+const DEV_PARTITIONS = 4;
+
+/**
+ * `sluice dev`: like run, but when no cluster is configured (no `--brokers`, `SLUICE_KAFKA_BROKERS`,
+ * `KAFKA_BROKERS` or `kafka.brokers` in the config file) it starts, or reuses, the local Kafka
+ * (`--kafka-port`, default 9092) and creates the job's missing input and output topics there, so
+ * a job runs on a fresh machine with one command. On a configured cluster nothing is created.
+ */
 export async function devCommand(argv: string[]): Promise<number> {
-  const args = parseArgs(argv);
-  const configured =
-    process.env.KAFKA_BROKERS ||
-    process.env.SLUICE_KAFKA_BROKERS ||
-    args.settings.some(([p]) => p === 'kafka.brokers');
-  const env = { ...process.env };
-  if (!configured) {
-    const k = await startLocalKafka({ log: (m) => process.stderr.write(`${m}\n`) });
-    process.stderr.write(
-      `local Kafka ${k.version} at ${k.brokers.join(',')} (log ${k.logFile}); stop it with: sluice kafka stop\n`,
+  const args = parseArgs(argv, [], ['kafka-port']);
+  const app = await loadJob(jobArg(args.positionals, 'dev'));
+  const flags = [...args.settings];
+  const configuredBy = brokersSource({ file: args.configFile, flags });
+  if (configuredBy === undefined) {
+    const port = args.switches.has('kafka-port') ? Number(args.switches.get('kafka-port')) : undefined;
+    const k = await startLocalKafka({ ...(port === undefined ? {} : { port }), log: (m) => say(m) });
+    say(
+      `local Kafka ${k.version} at ${k.brokers.join(',')} (log ${k.logFile}); stop it with: sluice kafka stop`,
     );
-    env.KAFKA_BROKERS = k.brokers.join(',');
+    flags.push(['kafka.brokers', k.brokers.join(',')]);
   }
-  const config = loadConfig({ file: args.configFile, flags: args.settings, env });
-  return runWorker(jobArg(args.positionals, 'dev'), config);
+  const config = loadConfig({ file: args.configFile, flags });
+  if (configuredBy === undefined) {
+    const { inputs, outputs } = externalTopics(app.topology());
+    const created = await withAdmin(config, (admin) =>
+      admin.ensureTopics([...inputs, ...outputs].map((topic) => ({ topic, partitions: DEV_PARTITIONS }))),
+    );
+    if (created.length > 0) say(`created topics ${created.join(', ')} (${DEV_PARTITIONS} partitions)`);
+  } else {
+    say(`using the cluster set by ${configuredBy}: ${config.kafka.brokers.join(',')}`);
+  }
+  return runWorker(app, config);
+}
+
+function say(line: string): void {
+  process.stderr.write(`${line}\n`);
 }
 
 export async function topologyCommand(argv: string[]): Promise<number> {

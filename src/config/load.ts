@@ -89,6 +89,41 @@ function deepFreeze<T>(o: T): T {
 const leafByDotted = new Map(configLeaves.map((l) => [l.path.join('.'), l]));
 const leafByEnv = new Map(configLeaves.map((l) => [envNameOf(l.path), l]));
 
+/** The top-level mapping of a YAML (or JSON) config file; problems are added when it has none. */
+function readConfigFile(file: string, problems: ConfigProblem[]): Record<string, any> | undefined {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (e) {
+    problems.push({ path: `file ${file}`, message: `cannot read: ${(e as Error).message}` });
+    return undefined;
+  }
+  try {
+    const parsed = parseYaml(text) ?? {};
+    if (typeof parsed === 'object' && !Array.isArray(parsed)) return parsed;
+    problems.push({ path: `file ${file}`, message: 'expected a mapping at the top level' });
+  } catch (e) {
+    problems.push({ path: `file ${file}`, message: `not valid YAML: ${(e as Error).message}` });
+  }
+  return undefined;
+}
+
+/**
+ * Where the Kafka brokers are set, if anywhere: a flag, `SLUICE_KAFKA_BROKERS`, `KAFKA_BROKERS`,
+ * the config file or code. `sluice dev` starts a local broker only when they are set nowhere.
+ */
+export function brokersSource(opts: LoadConfigOptions = {}): string | undefined {
+  const env = opts.env ?? process.env;
+  if ((opts.flags ?? []).some(([path]) => path === 'kafka.brokers')) return 'flag --brokers';
+  if (env.SLUICE_KAFKA_BROKERS) return 'env SLUICE_KAFKA_BROKERS';
+  if (env.KAFKA_BROKERS) return 'env KAFKA_BROKERS';
+  const file = opts.file ?? env.SLUICE_CONFIG;
+  // An unreadable file is reported by loadConfig; here it just sets nothing.
+  if (file && readConfigFile(file, [])?.kafka?.brokers !== undefined) return `file ${file}`;
+  if (opts.overrides?.kafka?.brokers !== undefined) return 'code';
+  return undefined;
+}
+
 /**
  * Loads the configuration: defaults < code overrides < file < `SLUICE_*` env < flags.
  * Validates once, lists every problem by path, and returns a frozen object.
@@ -100,24 +135,8 @@ export function loadConfig(opts: LoadConfigOptions = {}): Readonly<SluiceConfig>
 
   const file = opts.file ?? env.SLUICE_CONFIG;
   if (file) {
-    let text: string | undefined;
-    try {
-      text = readFileSync(file, 'utf8');
-    } catch (e) {
-      problems.push({ path: `file ${file}`, message: `cannot read: ${(e as Error).message}` });
-    }
-    if (text !== undefined) {
-      try {
-        const parsed = parseYaml(text) ?? {};
-        if (typeof parsed !== 'object' || Array.isArray(parsed)) {
-          problems.push({ path: `file ${file}`, message: 'expected a mapping at the top level' });
-        } else {
-          merged = deepMerge(merged, parsed);
-        }
-      } catch (e) {
-        problems.push({ path: `file ${file}`, message: `not valid YAML: ${(e as Error).message}` });
-      }
-    }
+    const parsed = readConfigFile(file, problems);
+    if (parsed) merged = deepMerge(merged, parsed);
   }
 
   const fromEnv: Record<string, any> = {};

@@ -12,6 +12,21 @@ export function overflowTopic(appId: string): string {
   return `${appId}-overflow`;
 }
 
+/**
+ * The topics a job reads and writes that it does not own: every source and sink that is not one
+ * of its repartition topics. They must exist before a worker starts.
+ */
+export function externalTopics(topology: Topology): { inputs: string[]; outputs: string[] } {
+  const repartition = topology.repartitionTopics;
+  const inputs = new Set<string>();
+  const outputs = new Set<string>();
+  for (const s of topology.subtopologies) {
+    for (const t of s.sourceTopics) if (!repartition.has(t)) inputs.add(t);
+    for (const t of s.sinkTopics) if (!repartition.has(t)) outputs.add(t);
+  }
+  return { inputs: [...inputs], outputs: [...outputs] };
+}
+
 /** Partition count per sub-topology, once its topics exist. */
 export type PartitionPlan = Map<number, number>;
 
@@ -26,17 +41,12 @@ export async function prepareTopics(
   opts: { overflow?: boolean } = {},
 ): Promise<PartitionPlan> {
   const repartition = topology.repartitionTopics;
-  const external = new Set<string>();
-  const outputs = new Set<string>();
-  for (const s of topology.subtopologies) {
-    for (const t of s.sourceTopics) if (!repartition.has(t)) external.add(t);
-    for (const t of s.sinkTopics) if (!repartition.has(t)) outputs.add(t);
-  }
-  const counts = await admin.partitionCounts([...external, ...outputs]);
-  const missing = [...external, ...outputs].filter((t) => !counts.has(t));
+  const { inputs, outputs } = externalTopics(topology);
+  const counts = await admin.partitionCounts([...inputs, ...outputs]);
+  const missing = [...inputs, ...outputs].filter((t) => !counts.has(t));
   if (missing.length > 0) {
     throw new TopologyError(
-      `topics missing on the cluster: ${missing.join(', ')}. Create them (e.g. npx sluice topics create ${missing[0]} --partitions 4) or fix the job.`,
+      `topics missing on the cluster: ${missing.join(', ')}. Create them (npx sluice topics create ${missing.join(' ')} --partitions 4) or fix the job.`,
     );
   }
   const plan: PartitionPlan = new Map();

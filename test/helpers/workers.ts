@@ -7,9 +7,14 @@ import { brokers } from './kafka.js';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '../../..');
 export const SLUICE_BIN = join(root, 'bin/sluice.js');
-/** Compiled test job files live in dist/test/fixtures/jobs. */
+/** Compiled test job files live in dist/test/fixtures/jobs; a path (with a slash) is kept. */
 export function jobPath(name: string): string {
-  return join(root, 'dist/test/fixtures/jobs', `${name}.js`);
+  return name.includes('/') ? name : join(root, 'dist/test/fixtures/jobs', `${name}.js`);
+}
+
+/** A compiled file under dist/ (e.g. `examples/clicks.js`). */
+export function distPath(file: string): string {
+  return join(root, 'dist', file);
 }
 
 export interface WorkerProcess {
@@ -26,8 +31,8 @@ export interface WorkerProcess {
 }
 
 /**
- * Starts `sluice run <job>` as a real process (for crash tests: SIGKILL is a real crash).
- * Logs are JSON on stdout; the HTTP port is chosen by the OS and read from the log.
+ * Starts `sluice run <job>` (or `sluice dev <job>`) as a real process (for crash tests: SIGKILL
+ * is a real crash). Logs are JSON on stdout; the HTTP port is chosen by the OS and read from the log.
  */
 export function spawnWorker(
   job: string,
@@ -38,6 +43,8 @@ export function spawnWorker(
     stateDir?: string;
     /** A command line that runs the worker's command line given as its last arguments (e.g. unshare). */
     wrap?: string[];
+    /** Default `run`. */
+    command?: 'run' | 'dev';
   } = {},
 ): WorkerProcess {
   const name = opts.name ?? 'worker';
@@ -48,7 +55,7 @@ export function spawnWorker(
     [
       ...(wrap.length > 0 ? [...wrap.slice(1), process.execPath] : []),
       SLUICE_BIN,
-      'run',
+      opts.command ?? 'run',
       jobPath(job),
       '--http-port',
       '0',

@@ -10,12 +10,12 @@
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { METRIC } from '../../src/ops/metrics.js';
 import { createTopics, deleteTopicsMatching, eventually, jobTopics, testKafka } from '../helpers/kafka.js';
+import { freePort } from '../helpers/ports.js';
 import { spawnWorker } from '../helpers/workers.js';
 
 const DASHBOARD = new URL('../../../grafana/dashboards/sluice.json', import.meta.url);
@@ -74,14 +74,6 @@ function substitute(expr: string, vars: Record<string, string>): string {
     return v;
   });
   return out;
-}
-
-async function freePort(): Promise<number> {
-  const srv = createServer();
-  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
-  const port = (srv.address() as { port: number }).port;
-  await new Promise((r) => srv.close(r));
-  return port;
 }
 
 function prometheusBinary(): string {

@@ -1,13 +1,13 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { startLocalKafka, stopLocalKafka } from '../../src/dev/local-kafka.js';
 import { makeTestCerts, type TestCerts } from '../helpers/certs.js';
 import { deleteTopicsMatching, eventually, jobTopics, produce, readAll } from '../helpers/kafka.js';
+import { freePort } from '../helpers/ports.js';
 import { spawnWorker, type WorkerProcess } from '../helpers/workers.js';
 
 /*
@@ -29,17 +29,6 @@ let plaintext = '';
 let sasl = '';
 let ssl = '';
 let port = 0;
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const p = (s.address() as { port: number }).port;
-      s.close(() => resolve(p));
-    });
-  });
-}
 
 before(async () => {
   dataDir = mkdtempSync(join(tmpdir(), 'sluice-secure-kafka-'));

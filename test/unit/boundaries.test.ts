@@ -154,3 +154,9 @@ test('src/api/ should not import from src/runtime/', () => {
   );
   assert.deepEqual(bad, [], 'the public API depends on runtime internals');
 });
+
+test('the package should export the local Kafka launcher as sluice/local-kafka', async () => {
+  const m = await import('sluice/local-kafka');
+  for (const name of ['startLocalKafka', 'stopLocalKafka', 'localKafkaStatus'])
+    assert.equal(typeof (m as Record<string, unknown>)[name], 'function', name);
+});

@@ -4,7 +4,8 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { loadConfig } from '../../../src/config/load.js';
+import { parseArgs } from '../../../src/cli/args.js';
+import { brokersSource, loadConfig } from '../../../src/config/load.js';
 import { ConfigError } from '../../../src/errors.js';
 import { SLUICE_BIN } from '../../helpers/workers.js';
 
@@ -103,4 +104,42 @@ test('sluice run should fail at start with every config problem listed and exit 
   assert.match(r.stderr, /processing\.guarantee/);
   assert.match(r.stderr, /bogus: unknown key/);
   assert.match(r.stderr, /flag --http\.port/);
+});
+
+test('brokersSource should name where the brokers are set, or nothing when only defaults apply', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'sluice-cfg-'));
+  const withBrokers = join(dir, 'brokers.yaml');
+  writeFileSync(withBrokers, 'kafka:\n  brokers: [k1:9092]\n');
+  const without = join(dir, 'other.yaml');
+  writeFileSync(without, 'processing:\n  guarantee: at_least_once\n');
+  assert.equal(brokersSource({ env: {} }), undefined);
+  assert.equal(brokersSource({ env: {}, file: without }), undefined);
+  assert.equal(brokersSource({ env: {}, file: join(dir, 'missing.yaml') }), undefined);
+  assert.equal(brokersSource({ env: {}, file: withBrokers }), `file ${withBrokers}`);
+  assert.equal(brokersSource({ env: { SLUICE_CONFIG: withBrokers } }), `file ${withBrokers}`);
+  assert.equal(brokersSource({ env: { KAFKA_BROKERS: 'k2:9092' }, file: without }), 'env KAFKA_BROKERS');
+  assert.equal(brokersSource({ env: { KAFKA_BROKERS: '' } }), undefined, 'an empty variable sets nothing');
+  assert.equal(brokersSource({ env: { SLUICE_KAFKA_BROKERS: 'k3:9092' } }), 'env SLUICE_KAFKA_BROKERS');
+  assert.equal(brokersSource({ env: {}, flags: [['kafka.brokers', 'k4:9092']] }), 'flag --brokers');
+});
+
+test('parseArgs should keep a command option with its value apart from config settings', () => {
+  const a = parseArgs(
+    ['t1', '--partitions', '3', '--compact', '--brokers', 'k:1', '--x.y=2'],
+    ['compact'],
+    ['partitions'],
+  );
+  assert.deepEqual(a.positionals, ['t1']);
+  assert.deepEqual(
+    [...a.switches],
+    [
+      ['partitions', '3'],
+      ['compact', 'true'],
+    ],
+  );
+  assert.deepEqual(a.settings, [
+    ['kafka.brokers', 'k:1'],
+    ['x.y', '2'],
+  ]);
+  assert.throws(() => parseArgs(['--partitions'], [], ['partitions']), /flag --partitions: needs a value/);
 });

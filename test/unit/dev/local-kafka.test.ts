@@ -27,6 +27,7 @@ import {
   startLocalKafka,
   stopLocalKafka,
 } from '../../../src/dev/local-kafka.js';
+import { freePort } from '../../helpers/ports.js';
 
 function properties(text: string): Map<string, string> {
   const map = new Map<string, string>();
@@ -60,12 +61,6 @@ async function listen(port = 0): Promise<Server & { port: number }> {
   await new Promise<void>((done) => server.listen(port, '127.0.0.1', done));
   const address = server.address();
   return Object.assign(server, { port: typeof address === 'object' && address ? address.port : 0 });
-}
-
-async function freePort(): Promise<number> {
-  const server = await listen();
-  await new Promise((done) => server.close(done));
-  return server.port;
 }
 
 test('server properties should describe one combined KRaft node on 127.0.0.1 for Kafka 4.x', () => {
