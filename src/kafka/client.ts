@@ -49,9 +49,8 @@ export class KafkaClient {
   /**
    * The shared, connected admin client. Callers that ask at the same time (worker start, a
    * /status request) share one connection attempt: two would leave one admin open and keep the
-   * process alive after close().
+   * process alive after close(). A failed attempt is forgotten, so the next caller tries again.
    */
-  /** One admin connection, shared by concurrent callers (a failed attempt is forgotten). */
   admin(): Promise<KafkaAdmin> {
     if (!this.#admin) {
       const p = (async () => {

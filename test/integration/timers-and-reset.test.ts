@@ -17,7 +17,13 @@ test('timers should fire on event time when the watermark passes them and on pro
   timeout: 120_000,
 }, async (t) => {
   const { id, input, output } = await jobTopics('t-timers', 1);
-  t.after(() => deleteTopicsMatching(id));
+  // One hook, in this order: topics deleted under a running worker kept a kafkajs metadata retry
+  // (and its socket) alive after stop(), and the test file never exited.
+  let w: Awaited<ReturnType<typeof startWorker>> | undefined;
+  t.after(async () => {
+    await w?.stop();
+    await deleteTopicsMatching(id);
+  });
   const app = new App({ id });
   app
     .stream(input, { key: string(), value: json<In>() })
@@ -46,8 +52,7 @@ test('timers should fire on event time when the watermark passes them and on pro
       state: { dir: mkdtempSync(join(tmpdir(), 'sluice-')) },
     },
   });
-  const w = await startWorker(app, config);
-  t.after(() => w.stop());
+  w = await startWorker(app, config);
   const rec = (k: string, ts: number, proc = false) => ({
     key: k,
     value: JSON.stringify({ k, proc }),
