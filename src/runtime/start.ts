@@ -39,14 +39,10 @@ export async function startWorker(
     config,
     logger,
     registry,
-    // The cache bound is the worker's; each task gets its share at the time it opens.
+    // The cache bound is the worker's: a task gets its share when it opens, and a new one at
+    // every assignment.
     openState: (task, ctx) =>
-      openTaskState(task, {
-        ...ctx,
-        config,
-        appId: app.id,
-        cacheBytes: Math.floor(config.state.cacheMaxBytes / Math.max(1, worker.tasks.size)),
-      }),
+      openTaskState(task, { ...ctx, config, appId: app.id, cacheBytes: worker.cacheShare() }),
     onFatal: opts.onFatal,
     httpAddress: () => (http ? advertisedUrl(config.http, http.port) : undefined),
   });

@@ -98,6 +98,10 @@ export class RocksTaskState implements TaskState {
     return this.#writes > 0;
   }
 
+  resizeCache(maxBytes: number): void {
+    this.cache.resize(maxBytes);
+  }
+
   readonly #timers: TimerService[] = [];
   registerTimers(t: TimerService): void {
     this.#timers.push(t);

@@ -21,6 +21,8 @@ export interface TaskState {
   advanceTime(watermark: number | undefined, now: number | undefined): number;
   /** Pushes cache counters to the metrics. */
   flushCacheMetrics(): void;
+  /** Sets the memory bound of the task's write-back cache (its share of the worker's). */
+  resizeCache?(maxBytes: number): void;
   /**
    * Reads one key of a store for a state query: the write-back cache first (so the answer
    * includes writes not yet checkpointed), then RocksDB; `undefined` when absent.

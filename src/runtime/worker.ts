@@ -140,6 +140,11 @@ export class Worker {
     return this.#tasks;
   }
 
+  /** Each task's share of the worker's cache bound (`state.cacheMaxBytes`) at the current assignment. */
+  cacheShare(): number {
+    return Math.floor(this.config.state.cacheMaxBytes / Math.max(1, this.#tasks.size));
+  }
+
   /** Members of the group as the last assignment saw them (leader only knows all). */
   get members(): ReadonlyMap<string, MemberInfo> {
     return this.#members;
@@ -297,6 +302,9 @@ export class Worker {
       this.#tasks.set(id, task);
       this.#initTask(task);
     }
+    // The bound is the worker's: the tasks it keeps get a new share (added ones get it at open).
+    const share = this.cacheShare();
+    for (const t of this.#tasks.values()) t.stateStore?.resizeCache?.(share);
     this.#updateTaskGauge();
   }
 

@@ -82,7 +82,7 @@ class Entry<V> {
 }
 
 export class WriteBackCache<V> {
-  private readonly maxBytes: number;
+  private maxBytes: number;
   private readonly loader: (store: string, key: Buffer) => Loaded<V>;
   private readonly loadMany: ((store: string, keys: Buffer[]) => ReadonlyArray<Loaded<V>>) | undefined;
   private readonly stores = new Map<string, Map<string, Entry<V>>>();
@@ -107,6 +107,16 @@ export class WriteBackCache<V> {
     this.head = new Entry<V>('', new Map(), '', undefined, 0, false, 0);
     this.head.prev = this.head;
     this.head.next = this.head;
+  }
+
+  /**
+   * Changes the memory bound (a worker re-divides its cache budget when its tasks change) and
+   * evicts clean entries down to it. Dirty entries stay until the next checkpoint.
+   */
+  resize(maxBytes: number): void {
+    if (!(maxBytes >= 0)) throw new RangeError(`maxBytes must be >= 0, got ${maxBytes}`);
+    this.maxBytes = maxBytes;
+    this.evict();
   }
 
   /** Reads hit the cache (counting tombstones and cached absences). */

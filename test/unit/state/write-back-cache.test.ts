@@ -74,6 +74,21 @@ test('write-back cache should evict the least recently used clean entries', () =
   assert.ok(!cache.has('s', k('c')), 'c was next in line');
 });
 
+test('write-back cache should evict down to a smaller bound at once and use a larger one', () => {
+  const { cache } = mapCache(100);
+  for (let i = 0; i < 10; i++) cache.get('s', k(`c${i}`));
+  cache.set('s', k('d'), 'v', 10);
+  assert.equal(cache.bytes, 100, 'one clean entry made room for the write');
+  cache.resize(30);
+  assert.equal(cache.bytes, 30, 'clean entries went at once');
+  assert.ok(cache.has('s', k('d')), 'the dirty entry stays');
+  assert.ok(cache.has('s', k('c9')) && !cache.has('s', k('c7')), 'the most recently used stay');
+  cache.resize(60);
+  for (let i = 0; i < 10; i++) cache.get('s', k(`n${i}`));
+  assert.equal(cache.bytes, 60);
+  assert.throws(() => cache.resize(-1), /maxBytes must be >= 0/);
+});
+
 test('write-back cache should never evict dirty entries', () => {
   const { cache } = mapCache(50);
   for (let i = 0; i < 3; i++) cache.get('s', k(`clean${i}`));
