@@ -26,6 +26,8 @@ interface StoreInfo {
   serde: Serde<any>;
 }
 
+/** How often a running restore logs its progress. */
+const RESTORE_REPORT_MS = 5000;
 /**
  * How often a task re-reads the size of its RocksDB folder (a readdir and a stat per file): at
  * most every 5 s, at a checkpoint, rather than at each of the ten checkpoints a second.
@@ -284,6 +286,13 @@ export async function openTaskState(task: Task, ctx: StateContext): Promise<Task
     // Every store gets its series, also when nothing is left to replay.
     for (const name of stores.keys()) ctx.metrics.restoreRecords.inc({ app: ctx.appId, store: name }, 0);
     task.restoreProgress = { total: Number(remaining), remaining: Number(remaining) };
+    if (remaining > 0n)
+      ctx.logger.info(
+        { toReplay: Number(remaining), stores: [...stores.keys()] },
+        'restoring state from changelog',
+      );
+    // A long restore says how far it is, every few seconds.
+    let nextReport = Date.now() + RESTORE_REPORT_MS;
     for (const [name, info] of stores) {
       const r = ranges.get(name)!;
       const from = meta.changelogOffsets[name] !== undefined ? BigInt(meta.changelogOffsets[name]!) : r.low;
@@ -311,6 +320,18 @@ export async function openTaskState(task: Task, ctx: StateContext): Promise<Task
             { app: ctx.appId, task: task.id },
             Number(remaining > 0n ? remaining : 0n),
           );
+          if (Date.now() >= nextReport) {
+            nextReport = Date.now() + RESTORE_REPORT_MS;
+            const seconds = (Date.now() - started) / 1000;
+            ctx.logger.info(
+              {
+                replayed: total + n,
+                remaining: Number(remaining > 0n ? remaining : 0n),
+                perSecond: Math.round((total + n) / seconds),
+              },
+              'restoring state from changelog',
+            );
+          }
         },
       });
       total += n;
