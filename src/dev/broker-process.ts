@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import { closeSync, openSync, readFileSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { type AddressInfo, createServer, type Server } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 /** A process started by {@link spawnDetached}. */
@@ -124,4 +124,29 @@ export function portInUse(port: number): Promise<boolean> {
     server.once('error', () => done(true));
     server.listen({ port, host: '127.0.0.1', exclusive: true }, () => server.close(() => done(false)));
   });
+}
+
+/**
+ * `count` distinct ports on 127.0.0.1 that the OS picked as free, all held until the last is picked
+ * so that none repeats. They are free when this resolves; another process may take one before the
+ * caller binds it.
+ *
+ * @example
+ * const [port, controllerPort] = await freePorts(2);
+ */
+export async function freePorts(count: number): Promise<number[]> {
+  const servers: Server[] = [];
+  try {
+    while (servers.length < count) {
+      const server = createServer();
+      servers.push(server);
+      await new Promise<void>((done, fail) => {
+        server.once('error', fail);
+        server.listen({ port: 0, host: '127.0.0.1', exclusive: true }, done);
+      });
+    }
+    return servers.map((s) => (s.address() as AddressInfo).port);
+  } finally {
+    await Promise.all(servers.map((s) => new Promise((done) => s.close(done))));
+  }
 }
