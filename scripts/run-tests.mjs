@@ -5,7 +5,7 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { freePorts, portInUse } from '../dist/src/dev/broker-process.js';
+import { freeBrokerPort, portInUse } from '../dist/src/dev/broker-process.js';
 import { startLocalKafka, stopLocalKafka } from '../dist/src/dev/local-kafka.js';
 
 const PORT_ENV = 'SLUICE_TEST_KAFKA_PORT_BASE';
@@ -21,7 +21,7 @@ Runs dist/test/unit and dist/test/integration (or the given files and folders) w
 With KAFKA_BROKERS set, the tests use that broker. Otherwise a Kafka is started for the run from a
 temporary data dir, and stopped and deleted after it: on the first free pair of ports (client,
 controller) among ${PORT_ENV} (default ${DEFAULT_PORT}), +2, +4, … +${2 * PORT_PAIRS - 2}; when
-${PORT_ENV} is unset and all of those are taken, on two ports the OS picks.`;
+${PORT_ENV} is unset and all of those are taken, on a pair the OS picks.`;
 
 const say = (msg) => process.stderr.write(`[kafka] ${msg}\n`);
 /** Ends the run with one line saying why (no stack trace); the exit handler cleans up. */
@@ -87,25 +87,24 @@ async function startTestKafka() {
     fail(`${PORT_ENV} must be a port number from 1 to 65534, got "${asked}"`);
   }
   for (let attempt = 1; ; attempt++) {
-    const ports = (await freePair(base)) ?? (asked === undefined ? await freePorts(2) : undefined);
-    if (!ports) {
+    const port = (await freePair(base)) ?? (asked === undefined ? await freeBrokerPort() : undefined);
+    if (port === undefined) {
       fail(
         `ports ${base}-${base + 2 * PORT_PAIRS - 1} on 127.0.0.1 are all in use; set ${PORT_ENV} to a free ` +
           'port (the broker takes it and the next one), or KAFKA_BROKERS to use a running broker',
       );
     }
-    const [port, controllerPort] = ports;
-    if (port !== base) say(`port ${base} is taken; using ${port} (controller ${controllerPort})`);
+    if (port !== base) say(`port ${base} is taken; using ${port} (controller ${port + 1})`);
     broker = { port, dataDir: mkdtempSync(join(tmpdir(), 'sluice-test-kafka-')) };
     try {
-      return await startLocalKafka({ port, controllerPort, dataDir: broker.dataDir, log: say });
+      return await startLocalKafka({ port, dataDir: broker.dataDir, log: say });
     } catch (err) {
       // The launcher kills a broker that failed to start; its data dir goes with it.
       rmSync(broker.dataDir, { recursive: true, force: true });
       broker = undefined;
-      const lost = (await portInUse(port)) || (await portInUse(controllerPort));
+      const lost = (await portInUse(port)) || (await portInUse(port + 1));
       if (lost && attempt < START_ATTEMPTS && !signalled) {
-        say(`port ${port} or ${controllerPort} was taken meanwhile; trying others`);
+        say(`port ${port} or ${port + 1} was taken meanwhile; trying others`);
         base = port + 2;
         continue;
       }
@@ -121,10 +120,10 @@ async function startTestKafka() {
   }
 }
 
-/** The first of `base`, `base + 2`, … whose port and next port are both free, as [client, controller]. */
+/** The first of `base`, `base + 2`, … that is free with its next port (the controller's). */
 async function freePair(base) {
   for (let port = base; port < base + 2 * PORT_PAIRS && port < 65535; port += 2) {
-    if (!(await portInUse(port)) && !(await portInUse(port + 1))) return [port, port + 1];
+    if (!(await portInUse(port)) && !(await portInUse(port + 1))) return port;
   }
   return undefined;
 }

@@ -150,3 +150,18 @@ export async function freePorts(count: number): Promise<number[]> {
     await Promise.all(servers.map((s) => new Promise((done) => s.close(done))));
   }
 }
+
+/**
+ * A port the OS picked as free whose next port is free too: a local broker's client port, with the
+ * controller on the port after it (the default layout). Free when this resolves, as with {@link freePorts}.
+ *
+ * @example
+ * const port = await freeBrokerPort();
+ * await startLocalKafka({ port }); // controller on port + 1
+ */
+export async function freeBrokerPort(): Promise<number> {
+  for (;;) {
+    const [port] = (await freePorts(1)) as [number];
+    if (port < 65535 && !(await portInUse(port + 1))) return port;
+  }
+}
