@@ -94,7 +94,7 @@ async function startTestKafka() {
           'port (the broker takes it and the next one), or KAFKA_BROKERS to use a running broker',
       );
     }
-    if (port !== base) say(`port ${base} is taken; using ${port} (controller ${port + 1})`);
+    if (port !== base) say(`port ${base} or ${base + 1} is taken; using ${port} (controller ${port + 1})`);
     broker = { port, dataDir: mkdtempSync(join(tmpdir(), 'sluice-test-kafka-')) };
     try {
       return await startLocalKafka({ port, dataDir: broker.dataDir, log: say });
