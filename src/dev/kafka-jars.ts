@@ -42,6 +42,14 @@ export function parseKafkaVersion(version: string): KafkaVersion {
   return v;
 }
 
+/**
+ * Whether `version` (X.Y.Z) is the one `asked` names: the same X.Y.Z, or a release of the line that
+ * a short name stands for (`3.9` is any 3.9.x, `4` any 4.x).
+ */
+export function kafkaVersionMatches(asked: string, version: string): boolean {
+  return version === asked || version.startsWith(`${asked}.`);
+}
+
 export function loggingFlavour(version: string): LoggingFlavour {
   return parseKafkaVersion(version).major >= 4 ? 'log4j2' : 'reload4j';
 }

@@ -2,8 +2,11 @@ import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { SluiceError } from '../errors.js';
 import { brokerAnswers, probeBroker } from '../kafka/probe.js';
+import { acquireDirLock, type DirLock, LOCK_FILE } from '../state/dir-lock.js';
+import { StateLockedError } from '../state/errors.js';
 import {
   commandLine,
   isAlive,
@@ -25,6 +28,7 @@ import {
 } from './kafka-config.js';
 import {
   defaultCacheDir,
+  kafkaVersionMatches,
   type LoggingFlavour,
   loggingFlavour,
   parseKafkaVersion,
@@ -103,6 +107,9 @@ const DEFAULT_READY_TIMEOUT_MS = 90_000;
 const STOP_TIMEOUT_MS = 30_000;
 const STATUS_TIMEOUT_MS = 2_000;
 const LOG_TAIL_LINES = 20;
+/** A start holds the data dir's lock through format and readiness; a waiter allows this much over the latter. */
+const LOCK_SLACK_MS = 60_000;
+const LOCK_POLL_MS = 200;
 
 interface BrokerState {
   version: string;
@@ -113,7 +120,9 @@ interface BrokerState {
 /**
  * Starts a single-node Kafka (KRaft, broker and controller in one JVM) on 127.0.0.1 and resolves
  * once it can create topics, run consumer groups and commit transactions. Idempotent: a broker we
- * started earlier on the same data dir is reused. With KAFKA_BROKERS set, starts nothing and returns
+ * started earlier on the same data dir is reused, unless it runs another version than the one asked
+ * for (an error), and starts that overlap on one data dir take turns, so the later one waits for the
+ * earlier one's broker and reuses it. With KAFKA_BROKERS set, starts nothing and returns
  * those brokers; with KAFKA_HOME set, runs the jars of that distribution; else fetches the jars from
  * Maven Central once (see {@link resolveKafka}).
  *
@@ -145,23 +154,111 @@ export async function startLocalKafka(opts: StartLocalKafkaOptions = {}): Promis
     ...(security?.ssl ? { sslBrokers: [`127.0.0.1:${security.ssl.port}`] } : {}),
   };
   const files = runFiles(dataDirFor(port, opts.dataDir, env));
+  const reuse = (running: BrokerState) =>
+    reuseBroker(running, {
+      files,
+      asked: askedVersion(opts, env),
+      stopCommand: `sluice kafka stop --port ${port}${opts.dataDir === undefined ? '' : ` --data-dir ${files.dataDir}`}`,
+      readyTimeoutMs,
+      log,
+      secured,
+    });
 
   const running = await findOurBroker(files);
-  if (running) {
-    if (!(await brokerAnswers(running.brokers, STATUS_TIMEOUT_MS))) {
-      // Alive but not answering: most likely another `start` is still waiting for it.
-      log(`Waiting for the broker already starting at ${running.brokers.join(',')} (pid ${running.pid})`);
-      await probeBroker(running.brokers, { timeoutMs: readyTimeoutMs }).catch(async (err) => {
-        throw await startFailure(
-          `Kafka (pid ${running.pid}) is running but not ready; try sluice kafka stop`,
-          files,
-          err,
-        );
-      });
-    }
-    return { ...running, ...secured, logFile: files.logFile, dataDir: files.dataDir, alreadyRunning: true };
+  if (running) return reuse(running);
+  const ports = [port, controllerPort, security?.sasl?.port, security?.ssl?.port];
+  await checkPortsFree(ports, files);
+
+  const { version, libsDir } = await locateJars(opts, env, log);
+  const flavour = loggingFlavour(version);
+  await ensureTools(['java'], {
+    probe: opts.toolProbe,
+    minJavaMajor: parseKafkaVersion(version).major >= 4 ? 17 : 11,
+  });
+  const lock = await lockDataDir(files, readyTimeoutMs + LOCK_SLACK_MS, log);
+  try {
+    // Another start may have held the lock until its broker was ready: then that broker is ours.
+    const started = await findOurBroker(files);
+    if (started) return await reuse(started);
+    await checkPortsFree(ports, files);
+    return await spawnBroker(files, {
+      version,
+      flavour,
+      libsDir,
+      port,
+      controllerPort,
+      heapMb,
+      readyTimeoutMs,
+      env,
+      log,
+      security,
+      secured,
+    });
+  } finally {
+    lock.release();
   }
-  for (const p of [port, controllerPort, security?.sasl?.port, security?.ssl?.port]) {
+}
+
+/** Where clients reach the extra listeners of `security`, as {@link LocalKafka} reports them. */
+type SecuredBrokers = Pick<LocalKafka, 'saslBrokers' | 'sslBrokers'>;
+
+/** A version asked for, and in what words to name it. */
+interface AskedVersion {
+  /** `X.Y.Z`, `3.9` or `4`. */
+  version: string;
+  /** `3.9`, or `3.9 (SLUICE_KAFKA_VERSION)`. */
+  label: string;
+}
+
+/** `--version`, else SLUICE_KAFKA_VERSION; none with KAFKA_HOME, whose jars run whatever was asked (see locateJars). */
+function askedVersion(opts: StartLocalKafkaOptions, env: NodeJS.ProcessEnv): AskedVersion | undefined {
+  if (env.KAFKA_HOME) return undefined;
+  if (opts.version !== undefined) return { version: opts.version, label: opts.version };
+  const fromEnv = env.SLUICE_KAFKA_VERSION;
+  return fromEnv ? { version: fromEnv, label: `${fromEnv} (SLUICE_KAFKA_VERSION)` } : undefined;
+}
+
+/**
+ * Hands back the broker already started from this data dir, once it answers. A broker of another
+ * version than the one asked for is refused: reusing it would quietly give the caller the wrong Kafka.
+ */
+async function reuseBroker(
+  running: BrokerState,
+  c: {
+    files: RunFiles;
+    asked: AskedVersion | undefined;
+    /** How to stop this broker, for error messages. */
+    stopCommand: string;
+    readyTimeoutMs: number;
+    log: (msg: string) => void;
+    secured: SecuredBrokers;
+  },
+): Promise<LocalKafka> {
+  const { files } = c;
+  if (c.asked && !kafkaVersionMatches(c.asked.version, running.version)) {
+    throw new SluiceError(
+      'SLUICE_KAFKA',
+      `Kafka ${running.version} is already running at ${running.brokers.join(',')} (pid ${running.pid}, data ` +
+        `${files.dataDir}), not the ${c.asked.label} asked for; stop it first with: ${c.stopCommand}`,
+    );
+  }
+  if (!(await brokerAnswers(running.brokers, STATUS_TIMEOUT_MS))) {
+    // Alive but not answering: most likely another `start` is still waiting for it.
+    c.log(`Waiting for the broker already starting at ${running.brokers.join(',')} (pid ${running.pid})`);
+    await probeBroker(running.brokers, { timeoutMs: c.readyTimeoutMs }).catch(async (err) => {
+      throw await startFailure(
+        `Kafka (pid ${running.pid}) is running but not ready; try ${c.stopCommand}`,
+        files,
+        err,
+      );
+    });
+  }
+  return { ...running, ...c.secured, logFile: files.logFile, dataDir: files.dataDir, alreadyRunning: true };
+}
+
+/** Throws when something that is not our broker listens on one of `ports` (undefined: not used). */
+async function checkPortsFree(ports: readonly (number | undefined)[], files: RunFiles): Promise<void> {
+  for (const p of ports) {
     if (p === undefined) continue;
     if (await portInUse(p)) {
       throw new SluiceError(
@@ -171,18 +268,61 @@ export async function startLocalKafka(opts: StartLocalKafkaOptions = {}): Promis
       );
     }
   }
+}
 
-  const { version, libsDir } = await locateJars(opts, env, log);
-  const flavour = loggingFlavour(version);
-  await ensureTools(['java'], {
-    probe: opts.toolProbe,
-    minJavaMajor: parseKafkaVersion(version).major >= 4 ? 17 : 11,
-  });
-  await prepareDataDir(files, { version, flavour, port, controllerPort, libsDir, env, log, security });
+/**
+ * Takes the data dir's start lock (`<dataDir>/.lock`, O_EXCL, holding our pid), waiting while another
+ * start holds it. Formatting, spawning and the wait for readiness are one step per data dir: two
+ * starts that overlap would format the same storage and bind the same ports, and the loser's clean-up
+ * would delete the winner's pid file. A lock whose owner is gone is taken over (see acquireDirLock).
+ */
+async function lockDataDir(files: RunFiles, timeoutMs: number, log: (msg: string) => void): Promise<DirLock> {
+  await mkdir(files.dataDir, { recursive: true });
+  const deadline = Date.now() + timeoutMs;
+  let told = false;
+  for (;;) {
+    try {
+      return await acquireDirLock(files.dataDir);
+    } catch (err) {
+      if (!(err instanceof StateLockedError)) throw err;
+      if (Date.now() >= deadline) {
+        throw new SluiceError(
+          'SLUICE_KAFKA',
+          `Another start of Kafka from ${files.dataDir} (pid ${err.ownerPid ?? '?'}) did not finish in ` +
+            `${Math.round(timeoutMs / 1000)} s; if that process is gone, delete ${join(files.dataDir, LOCK_FILE)}`,
+          { cause: err },
+        );
+      }
+      if (!told) log(`Waiting for another start of Kafka from ${files.dataDir} (pid ${err.ownerPid ?? '?'})`);
+      told = true;
+      await sleep(LOCK_POLL_MS);
+    }
+  }
+}
 
-  log(`Starting Kafka ${version} on 127.0.0.1:${port} (data ${files.dataDir})`);
-  const brokers = [`127.0.0.1:${port}`];
-  const broker = await spawnDetached(javaCommand(env), brokerJvmArgs(flavour, heapMb, files, libsDir), {
+/** Formats the data dir if need be, starts the broker and waits until it is ready; kills it if not. */
+async function spawnBroker(
+  files: RunFiles,
+  c: {
+    version: string;
+    flavour: LoggingFlavour;
+    libsDir: string;
+    port: number;
+    controllerPort: number;
+    heapMb: number;
+    readyTimeoutMs: number;
+    env: NodeJS.ProcessEnv;
+    log: (msg: string) => void;
+    security: BrokerSecurity | undefined;
+    secured: SecuredBrokers;
+  },
+): Promise<LocalKafka> {
+  const { version, env, log } = c;
+  await prepareDataDir(files, c);
+
+  log(`Starting Kafka ${version} on 127.0.0.1:${c.port} (data ${files.dataDir})`);
+  const brokers = [`127.0.0.1:${c.port}`];
+  const broker = await spawnDetached(javaCommand(env), brokerJvmArgs(c.flavour, c.heapMb, files, c.libsDir), {
     cwd: files.dataDir,
     logFile: files.logFile,
     env,
@@ -192,7 +332,7 @@ export async function startLocalKafka(opts: StartLocalKafkaOptions = {}): Promis
   await writeFile(files.stateFile, `${JSON.stringify(state)}\n`);
 
   const abort = new AbortController();
-  const ready = probeBroker(brokers, { timeoutMs: readyTimeoutMs, signal: abort.signal });
+  const ready = probeBroker(brokers, { timeoutMs: c.readyTimeoutMs, signal: abort.signal });
   ready.catch(() => {});
   try {
     await Promise.race([ready, broker.exited]);
@@ -205,15 +345,14 @@ export async function startLocalKafka(opts: StartLocalKafkaOptions = {}): Promis
     throw await startFailure(`Kafka ${version} ${why}`, files, err);
   }
   log(`Kafka ${version} ready at ${brokers.join(',')}`);
-  const logFile = files.logFile;
   return {
     brokers,
     version,
     pid: broker.pid,
-    logFile,
+    logFile: files.logFile,
     dataDir: files.dataDir,
     alreadyRunning: false,
-    ...secured,
+    ...c.secured,
   };
 }
 

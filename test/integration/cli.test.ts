@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { clicks, generateClicks } from '../../examples/load-generator.js';
 import { brokers, deleteTopicsMatching, eventually, uniqueName, withAdmin } from '../helpers/kafka.js';
-import { freePortPair } from '../helpers/ports.js';
+import { freeBrokerPort } from '../helpers/ports.js';
 import { distPath, metricSum, SLUICE_BIN, spawnWorker } from '../helpers/workers.js';
 
 /** Runs the CLI to its end; KAFKA_BROKERS is the test broker unless `env` says otherwise. */
@@ -65,7 +65,7 @@ test('sluice dev with brokers from a config file should use them, start no broke
 test('sluice dev without a configured cluster should start its own Kafka and run the example job on the load generator', {
   timeout: 240_000,
 }, async (t) => {
-  const port = await freePortPair();
+  const port = await freeBrokerPort();
   const local = `127.0.0.1:${port}`;
   const worker = spawnWorker(distPath('examples/clicks.js'), {
     name: 'dev',

@@ -15,6 +15,7 @@ import { renderLogConfig, renderServerProperties } from '../../../src/dev/kafka-
 import {
   defaultCacheDir,
   kafkaDependencies,
+  kafkaVersionMatches,
   parseKafkaVersion,
   renderPom,
   resolveKafka,
@@ -135,6 +136,14 @@ test('Kafka versions should be X.Y.Z and 3.7 or newer', () => {
   }
   assert.throws(() => parseKafkaVersion('2.8.2'), /too old/);
   assert.throws(() => parseKafkaVersion('3.6.0'), /too old/);
+});
+
+test('a running version should match the X.Y.Z, X.Y or X asked for, and nothing else', () => {
+  for (const asked of ['4.4.0', '4.4', '4']) assert.equal(kafkaVersionMatches(asked, '4.4.0'), true, asked);
+  for (const asked of ['3.9', '4.3.1', '4.4.1', '4.40', '44', '4.4.', '']) {
+    assert.equal(kafkaVersionMatches(asked, '4.4.0'), false, asked);
+  }
+  assert.equal(kafkaVersionMatches('3.9', '3.9.1'), true);
 });
 
 test('SLF4J binding check should find exactly the binding jars', () => {
