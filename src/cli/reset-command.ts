@@ -23,7 +23,7 @@ export async function resetCommand(argv: string[]): Promise<number> {
   const plan = [
     `consumer group ${app.id} (committed offsets)`,
     ...internal.map((x) => `topic ${x}`),
-    `local state ${stateDir}`,
+    `local state ${stateDir} (on this machine only: run reset on every machine that ran a worker, or delete its folder)`,
   ];
   if (args.switches.get('yes') !== 'true') {
     process.stdout.write(
