@@ -146,3 +146,17 @@ export function metricSum(text: string, name: string, labels: Record<string, str
   }
   return sum;
 }
+
+/**
+ * Whether the worker is running and every task it owns is running (restored), per its /status;
+ * with `tasks`, also that it owns exactly that many.
+ */
+export async function allTasksRunning(w: WorkerProcess, tasks?: number): Promise<boolean> {
+  const s = await w.status();
+  return (
+    s.state === 'running' &&
+    s.tasks.length > 0 &&
+    (tasks === undefined || s.tasks.length === tasks) &&
+    s.tasks.every((t: any) => t.state === 'running')
+  );
+}
