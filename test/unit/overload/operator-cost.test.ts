@@ -2,7 +2,8 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { App, json, string } from '../../../src/index.js';
 import { OperatorCostSampler } from '../../../src/overload/operator-cost.js';
-import type { Op } from '../../../src/runtime/operators.js';
+import { compileOperators, type Op, type ProcessOpFactory } from '../../../src/runtime/operators.js';
+import { MutableRecordContext } from '../../../src/runtime/record-context.js';
 
 function spin(ms: number): void {
   const end = performance.now() + ms;
@@ -44,4 +45,45 @@ test('OperatorCostSampler should time one record in 64 and charge each operator 
   assert.ok(slowMs >= 0.9 && slowMs < 20, `slow costs ~1 ms itself, got ${slowMs}`);
   assert.ok(fastMs < 0.5, `fast costs ~nothing, got ${fastMs}`);
   assert.equal(s.collect().size, 0, 'counters start again');
+});
+
+test('OperatorCostSampler should time a two-input operator from both inputs, and leave sources and merges out', () => {
+  const app = new App({ id: 'cost2' });
+  const right = app.stream('b', { key: string(), value: json<number>() }).byKey();
+  app
+    .stream('a', { key: string(), value: json<number>() })
+    .byKey()
+    .map((v) => v, { name: 'left' })
+    .connect(right)
+    .process({ onLeft() {}, onRight() {} }, { name: 'both' })
+    .to('out', {}, { name: 'out' });
+  const sub = app.topology().subtopologies[0]!;
+  const s = new OperatorCostSampler();
+  const processOp: ProcessOpFactory = (_node, down) => ({
+    push() {
+      throw new Error('a two-input operator takes records through side');
+    },
+    side: (_i, k, v) => down.push(k, v),
+  });
+  const ops = compileOperators(
+    sub.sources,
+    new MutableRecordContext(),
+    { emit() {} },
+    processOp,
+    undefined,
+    undefined,
+    undefined,
+    (node, op) => s.wrap(node, op),
+  );
+  for (const topic of ['a', 'b']) {
+    for (let i = 0; i < 128; i++) {
+      s.next();
+      ops.get(topic)!.push('k', i);
+    }
+  }
+  const c = s.collect();
+  assert.deepEqual([...c.keys()].sort(), ['both', 'left', 'out'], 'sources and merges are not timed');
+  assert.equal(c.get('left')!.n, 2, 'one record in 64 of the left input');
+  assert.equal(c.get('both')!.n, 4, 'one in 64 of either input, in one account');
+  assert.equal(c.get('out')!.n, 4);
 });
