@@ -124,7 +124,7 @@ const variants: Record<string, Record<string, () => number>> = {
         undefined,
         new Float64Array(16),
         undefined,
-        (node, op) => costs.wrap(node, op),
+        costs,
       ).get('in')!;
       return rate(op, costs);
     },

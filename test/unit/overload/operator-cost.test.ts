@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { App, json, string } from '../../../src/index.js';
 import { OperatorCostSampler } from '../../../src/overload/operator-cost.js';
-import { compileOperators, type Op, type ProcessOpFactory } from '../../../src/runtime/operators.js';
+import { compileOperators, type ProcessOpFactory } from '../../../src/runtime/operators.js';
 import { MutableRecordContext } from '../../../src/runtime/record-context.js';
 
 function spin(ms: number): void {
@@ -16,26 +16,30 @@ test('OperatorCostSampler should time one record in 64 and charge each operator 
   const app = new App({ id: 'cost' });
   app
     .stream('in', { key: string(), value: json<number>() })
-    .map((v) => v, { name: 'slow' })
+    .map(
+      (v) => {
+        spin(1);
+        return v;
+      },
+      { name: 'slow' },
+    )
     .filter(() => true, { name: 'fast' })
     .to('out');
-  const nodes = app.topology().subtopologies[0]!.nodes;
-  const byName = (n: string) => nodes.find((x) => x.name === n)!;
   const s = new OperatorCostSampler();
   let sinkCalls = 0;
-  const sink: Op = s.wrap(byName(nodes.find((x) => x.spec.kind === 'sink')!.name), {
-    push: () => sinkCalls++,
-  });
-  const fast: Op = s.wrap(byName('fast'), { push: (k, v) => sink.push(k, v) });
-  const slow: Op = s.wrap(byName('slow'), {
-    push: (k, v) => {
-      spin(1);
-      fast.push(k, v);
-    },
-  });
+  const input = compileOperators(
+    app.topology().subtopologies[0]!.sources,
+    new MutableRecordContext(),
+    { emit: () => void sinkCalls++ },
+    () => assert.fail('stateless'),
+    undefined,
+    undefined,
+    undefined,
+    s,
+  ).get('in')!;
   for (let i = 0; i < 640; i++) {
     s.next();
-    slow.push(null, i);
+    input.push(null, i);
   }
   assert.equal(sinkCalls, 640);
   const c = s.collect();
@@ -73,7 +77,7 @@ test('OperatorCostSampler should time a two-input operator from both inputs, and
     undefined,
     undefined,
     undefined,
-    (node, op) => s.wrap(node, op),
+    s,
   );
   for (const topic of ['a', 'b']) {
     for (let i = 0; i < 128; i++) {
