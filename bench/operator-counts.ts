@@ -1,7 +1,8 @@
 /**
  * Cost of what wraps each compiled operator, on a stateless chain (source → map → filter → map →
  * sink into a no-op emitter), records pushed through it per second. Runs alternate to even out a
- * busy machine; medians are reported.
+ * busy machine; medians are reported, and each variant's median ratio to the first one's run of
+ * the same round.
  *
  * - `counts` (default): compiled with and without the per-operator record counters behind the
  *   status page.
@@ -143,8 +144,12 @@ for (let r = 0; r < ROUNDS; r++) {
 }
 const median = (a: number[]) => [...a].sort((x, y) => x - y)[Math.floor(a.length / 2)]!;
 const fmt = (n: number) => Math.round(n).toLocaleString('en-US').padStart(14);
+const pct = (ratio: number) => `${ratio >= 1 ? '+' : '−'}${Math.abs((ratio - 1) * 100).toFixed(1)} %`;
 const width = Math.max(...Object.keys(runs).map((n) => n.length));
+// Against the first variant round by round too: a busy machine moves both runs of a round alike.
+const [base, baseRates] = [...rates][0]!;
 for (const [name, r] of rates) {
-  console.log(`${name.padEnd(width)} ${fmt(median(r))} records/s (median of ${ROUNDS})`);
+  const vs = name === base ? '' : `, ${pct(median(r.map((x, i) => x / baseRates[i]!)))} vs ${base} per round`;
+  console.log(`${name.padEnd(width)} ${fmt(median(r))} records/s (median of ${ROUNDS}${vs})`);
 }
 console.log(`emitted ${emitted}`);
