@@ -1,16 +1,26 @@
 /**
- * Cost of the per-operator record counters behind the status page: a stateless chain
- * (source → map → filter → map → sink into a no-op emitter) compiled with and without counts,
- * records pushed through it per second. Runs alternate to even out a busy machine.
+ * Cost of what wraps each compiled operator, on a stateless chain (source → map → filter → map →
+ * sink into a no-op emitter), records pushed through it per second. Runs alternate to even out a
+ * busy machine; medians are reported, and each variant's median ratio to the first one's run of
+ * the same round.
  *
- *   npx tsc && node dist/bench/operator-counts.js [records=2000000] [rounds=5]
+ * - `counts` (default): compiled with and without the per-operator record counters behind the
+ *   status page.
+ * - `wrappers`: `bare`, the same closures as `compileOperators` builds but with nothing around
+ *   them, against `instrumented`, compiled as a task does: counts and the operator-cost sampler,
+ *   `next()` before each record.
+ *
+ *   npx tsc && node dist/bench/operator-counts.js [records=2000000] [rounds=5] [counts|wrappers]
  */
 import { App, json } from '../src/index.js';
-import { compileOperators } from '../src/runtime/operators.js';
+import { OperatorCostSampler } from '../src/overload/operator-cost.js';
+import { compileOperators, type Emitter, type Op } from '../src/runtime/operators.js';
 import { MutableRecordContext } from '../src/runtime/record-context.js';
+import type { GraphNode } from '../src/topology/nodes.js';
 
 const N = Number(process.argv[2] ?? 2_000_000);
 const ROUNDS = Number(process.argv[3] ?? 5);
+const MODE = process.argv[4] ?? 'counts';
 
 const app = new App({ id: 'bench' });
 app
@@ -24,27 +34,122 @@ const noState = () => {
   throw new Error('stateless');
 };
 let emitted = 0;
-const emitter = { emit: () => void emitted++ };
+const emitter: Emitter = { emit: () => void emitted++ };
+const value = { v: 1 };
 
-function run(counted: boolean): number {
-  const rc = new MutableRecordContext();
-  const counts = counted ? new Float64Array(16) : undefined;
-  const op = compileOperators(sub.sources, rc, emitter, noState, undefined, counts).get('in')!;
-  const value = { v: 1 };
+function rate(op: Op, costs?: OperatorCostSampler): number {
   const t0 = process.hrtime.bigint();
-  for (let i = 0; i < N; i++) op.push('k', value);
+  if (costs) {
+    for (let i = 0; i < N; i++) {
+      costs.next();
+      op.push('k', value);
+    }
+  } else {
+    for (let i = 0; i < N; i++) op.push('k', value);
+  }
   return N / (Number(process.hrtime.bigint() - t0) / 1e9);
 }
 
-run(true);
-run(false);
-const rates = { without: [] as number[], with: [] as number[] };
+/**
+ * The chain's operators as `compileOperators` builds them (one closure per kind, as there), with
+ * no wrapper at all: the floor the wrappers are measured against.
+ */
+function bare(node: GraphNode, rc: MutableRecordContext): Op {
+  const next: Op = node.children.length ? bare(node.children[0]!, rc) : { push() {} };
+  const s = node.spec;
+  switch (s.kind) {
+    case 'source':
+      return next;
+    case 'map': {
+      const fn = s.fn;
+      return {
+        push(k, v) {
+          rc.key = k;
+          next.push(k, fn(v, rc));
+        },
+      };
+    }
+    case 'filter': {
+      const fn = s.fn;
+      return {
+        push(k, v) {
+          rc.key = k;
+          if (fn(v, rc)) next.push(k, v);
+        },
+      };
+    }
+    case 'sink': {
+      const { topic, key, value } = s;
+      return {
+        push(k, v) {
+          emitter.emit(
+            topic,
+            k === null || k === undefined ? null : key.serialize(k),
+            value.serialize(v),
+            rc.timestamp,
+            rc.headers,
+          );
+        },
+      };
+    }
+    default:
+      throw new Error(`not in the bench chain: ${s.kind}`);
+  }
+}
+
+const variants: Record<string, Record<string, () => number>> = {
+  counts: {
+    'without counters': () =>
+      rate(compileOperators(sub.sources, new MutableRecordContext(), emitter, noState).get('in')!),
+    'with counters': () =>
+      rate(
+        compileOperators(
+          sub.sources,
+          new MutableRecordContext(),
+          emitter,
+          noState,
+          undefined,
+          new Float64Array(16),
+        ).get('in')!,
+      ),
+  },
+  wrappers: {
+    bare: () => rate(bare(sub.sources.get('in')!, new MutableRecordContext())),
+    instrumented: () => {
+      const costs = new OperatorCostSampler();
+      const op = compileOperators(
+        sub.sources,
+        new MutableRecordContext(),
+        emitter,
+        noState,
+        undefined,
+        new Float64Array(16),
+        undefined,
+        costs,
+      ).get('in')!;
+      return rate(op, costs);
+    },
+  },
+};
+const runs = variants[MODE];
+if (!runs) throw new Error(`mode ${MODE}: one of ${Object.keys(variants).join(', ')}`);
+
+for (const run of Object.values(runs)) run();
+const rates = new Map(Object.keys(runs).map((name) => [name, [] as number[]]));
 for (let r = 0; r < ROUNDS; r++) {
-  rates.without.push(run(false));
-  rates.with.push(run(true));
+  // Each round in turned order, so that no variant always runs right after the same other one.
+  const order = Object.entries(runs);
+  for (let i = 0; i < r % order.length; i++) order.push(order.shift()!);
+  for (const [name, run] of order) rates.get(name)!.push(run());
 }
 const median = (a: number[]) => [...a].sort((x, y) => x - y)[Math.floor(a.length / 2)]!;
 const fmt = (n: number) => Math.round(n).toLocaleString('en-US').padStart(14);
-console.log(`without counters ${fmt(median(rates.without))} records/s (median of ${ROUNDS})`);
-console.log(`with counters    ${fmt(median(rates.with))} records/s (median of ${ROUNDS})`);
+const pct = (ratio: number) => `${ratio >= 1 ? '+' : '−'}${Math.abs((ratio - 1) * 100).toFixed(1)} %`;
+const width = Math.max(...Object.keys(runs).map((n) => n.length));
+// Against the first variant round by round too: a busy machine moves both runs of a round alike.
+const [base, baseRates] = [...rates][0]!;
+for (const [name, r] of rates) {
+  const vs = name === base ? '' : `, ${pct(median(r.map((x, i) => x / baseRates[i]!)))} vs ${base} per round`;
+  console.log(`${name.padEnd(width)} ${fmt(median(r))} records/s (median of ${ROUNDS}${vs})`);
+}
 console.log(`emitted ${emitted}`);

@@ -1,4 +1,4 @@
-import type { Op } from '../runtime/operators.js';
+import type { CostAccount, CostProbe } from '../runtime/operators.js';
 import type { GraphNode } from '../topology/nodes.js';
 
 /** How often a record is timed through the operators: one in 64 (a power of two: a mask). */
@@ -6,12 +6,13 @@ const SAMPLE_MASK = 63;
 
 /**
  * Per-operator processing cost, sampled: the task calls `next()` for every record, and on one
- * record in 64 each operator's push is timed. A push's time includes what its downstream
- * operators did with the record, so the cost of an operator itself is its time less its
- * children's (computed at collection). Unsampled records pay one counter increment per record and
- * one property read per operator.
+ * record in 64 each operator's push is timed (by the wrapper `compileOperators` puts around each
+ * operator, which asks `on` and adds to the account `track` gave it). A push's time includes what
+ * its downstream operators did with the record, so the cost of an operator itself is its time
+ * less its children's (computed at collection). Unsampled records pay one counter increment per
+ * record and one property read per operator.
  */
-export class OperatorCostSampler {
+export class OperatorCostSampler implements CostProbe {
   /** True while the current record is being timed. */
   on = false;
   #n = 0;
@@ -22,39 +23,14 @@ export class OperatorCostSampler {
     this.on = (++this.#n & SAMPLE_MASK) === 0;
   }
 
-  /** Wraps a compiled operator (sources and merges are pass-throughs and are left alone). */
-  wrap(node: GraphNode, op: Op): Op {
-    if (node.spec.kind === 'source' || node.spec.kind === 'merge') return op;
+  /**
+   * A fresh account for an operator: `compileOperators` calls this for every operator but
+   * sources and merges (pass-throughs), each time it compiles the task's operators.
+   */
+  track(node: GraphNode): CostAccount {
     const stat = { node, ms: 0, n: 0 };
     this.#stats.set(node.id, stat);
-    const sampler = this;
-    const timed: Op = {
-      push(k, v) {
-        if (!sampler.on) return op.push(k, v);
-        const t = performance.now();
-        try {
-          op.push(k, v);
-        } finally {
-          stat.ms += performance.now() - t;
-          stat.n++;
-        }
-      },
-    };
-    // Two-input operators (connect, joins) take records through `side`.
-    if (op.side) {
-      const side = op.side.bind(op);
-      timed.side = (i, k, v) => {
-        if (!sampler.on) return side(i, k, v);
-        const t = performance.now();
-        try {
-          side(i, k, v);
-        } finally {
-          stat.ms += performance.now() - t;
-          stat.n++;
-        }
-      };
-    }
-    return timed;
+    return stat;
   }
 
   /** Each operator's own time since the last collection: name → (total ms, sampled pushes). */

@@ -44,60 +44,73 @@ function fanOut(children: Op[]): Op {
   };
 }
 
-/**
- * Counts the records pushed into an operator, for the status page's per-operator rates. One
- * typed-array increment per operator per record; no labels, no allocation.
- */
-function counted(op: Op, id: number, counts: Float64Array): Op {
-  const wrapped: Op = {
-    push(k, v) {
-      counts[id] = (counts[id] as number) + 1;
-      op.push(k, v);
-    },
-  };
-  // Two-input operators take records through `side`: count those too.
-  if (op.side) {
-    const side = op.side.bind(op);
-    wrapped.side = (i, k, v) => {
-      counts[id] = (counts[id] as number) + 1;
-      side(i, k, v);
-    };
-  }
-  return wrapped;
+/** A two-input operator's inputs (it takes records through `side`): input i pushes into side i. */
+function sideInputs(op: Op, n: number): Op[] {
+  return Array.from({ length: n }, (_, i): Op => ({ push: (k, v) => op.side!(i, k, v) }));
+}
+
+/** Where an operator's timed pushes add up: milliseconds in all, and how many pushes. */
+export interface CostAccount {
+  ms: number;
+  n: number;
+}
+
+/** Times operators on sampled records: the task's `OperatorCostSampler`. */
+export interface CostProbe {
+  /** True while the current record is being timed; read once per operator per record. */
+  readonly on: boolean;
+  /** A fresh account for an operator's timed pushes; called once per operator per compilation. */
+  track(node: GraphNode): CostAccount;
 }
 
 /**
- * Names the operator that threw, with its error policy. An error from further down the chain
- * passes through untouched: it was named where it was thrown, since every operator is guarded.
+ * Wraps each input of an operator (one, or a two-input operator's two) in the one closure that
+ * does, per record:
+ * - count it into `counts[node.id]`, for the status page's per-operator rates (one typed-array
+ *   increment, no labels, no allocation), when `counts` has the slot;
+ * - time it when the probe samples the record, downstream operators included (the sampler
+ *   subtracts their time when it collects);
+ * - name the operator if it throws, with its error policy. An error from further down the chain
+ *   passes through untouched: it was named where it was thrown, since every operator is
+ *   instrumented.
+ * Sources and merges are pass-throughs: counted, neither timed nor naming. A two-input
+ * operator's inputs share its count slot and its cost account.
  */
-function guard(node: GraphNode, op: Op): Op {
+function instrument(
+  node: GraphNode,
+  inputs: Op[],
+  counts: Float64Array | undefined,
+  costs: CostProbe | undefined,
+): Op[] {
+  const id = node.id;
+  const count = counts && id < counts.length ? counts : undefined;
+  const passThrough = node.spec.kind === 'source' || node.spec.kind === 'merge';
+  if (passThrough && !count) return inputs;
   const name = node.name;
   const policy = node.onError;
-  const guarded: Op = {
+  const probe = passThrough ? undefined : costs;
+  const account = probe?.track(node);
+  return inputs.map((op) => ({
     push(k, v) {
+      if (count) count[id] = (count[id] as number) + 1;
+      const t = probe?.on ? performance.now() : -1;
       try {
         op.push(k, v);
       } catch (e) {
-        throw e instanceof OperatorError ? e : new OperatorError(name, e, policy);
+        throw passThrough || e instanceof OperatorError ? e : new OperatorError(name, e, policy);
+      } finally {
+        if (t >= 0) {
+          account!.ms += performance.now() - t;
+          account!.n++;
+        }
       }
     },
-  };
-  if (op.side) {
-    const side = op.side.bind(op);
-    guarded.side = (i, k, v) => {
-      try {
-        side(i, k, v);
-      } catch (e) {
-        throw e instanceof OperatorError ? e : new OperatorError(name, e, policy);
-      }
-    };
-  }
-  return guarded;
+  }));
 }
 
 /**
- * Compiles a sub-topology's graph, from each source down, into chains of closures. Shared
- * children (merge) are compiled once.
+ * Compiles a sub-topology's graph, from each source down, into chains of closures, each operator
+ * instrumented (`instrument`). Shared children (merge) are compiled once.
  */
 export function compileOperators(
   sources: ReadonlyMap<string, GraphNode>,
@@ -107,17 +120,16 @@ export function compileOperators(
   hooks: OperatorHooks = { late() {} },
   counts?: Float64Array,
   shedOp?: ShedOpFactory,
-  wrap?: (node: GraphNode, op: Op) => Op,
+  costs?: CostProbe,
 ): Map<string, Op> {
-  const compiled = new Map<number, Op>();
-  // A child with two inputs learns which one a record came from.
+  /** Each node's inputs, instrumented: one, or one per parent for a two-input operator. */
+  const compiled = new Map<number, Op[]>();
+  // What a parent pushes into: the child's input that the parent feeds.
   const edge = (parent: GraphNode, child: GraphNode): Op => {
-    const op = compile(child);
-    if (child.spec.kind !== 'process' || !child.spec.sides) return op;
-    const i = child.parents.indexOf(parent);
-    return { push: (k, v) => op.side!(i, k, v) };
+    const inputs = compile(child);
+    return inputs[inputs.length === 1 ? 0 : child.parents.indexOf(parent)]!;
   };
-  const compile = (node: GraphNode): Op => {
+  const compile = (node: GraphNode): Op[] => {
     const done = compiled.get(node.id);
     if (done) return done;
     const next = fanOut(node.children.filter((c) => c.spec.kind !== 'late').map((c) => edge(node, c)));
@@ -182,7 +194,11 @@ export function compileOperators(
         break;
       }
       case 'process':
-        op = processOp(node, next, fanOut(node.children.filter((c) => c.spec.kind === 'late').map(compile)));
+        op = processOp(
+          node,
+          next,
+          fanOut(node.children.filter((c) => c.spec.kind === 'late').map((c) => edge(node, c))),
+        );
         break;
       case 'late': {
         const { topic, operator } = s;
@@ -224,13 +240,12 @@ export function compileOperators(
         break;
       }
     }
-    if (s.kind !== 'source' && s.kind !== 'merge') op = guard(node, op);
-    if (wrap) op = wrap(node, op);
-    if (counts && node.id < counts.length) op = counted(op, node.id, counts);
-    compiled.set(node.id, op);
-    return op;
+    const inputs = s.kind === 'process' && s.sides ? sideInputs(op, node.parents.length) : [op];
+    const instrumented = instrument(node, inputs, counts, costs);
+    compiled.set(node.id, instrumented);
+    return instrumented;
   };
   const out = new Map<string, Op>();
-  for (const [topic, node] of sources) out.set(topic, compile(node));
+  for (const [topic, node] of sources) out.set(topic, compile(node)[0]!);
   return out;
 }

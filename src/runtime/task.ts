@@ -201,7 +201,7 @@ export class Task {
       this.#deps.opCounts,
       (node, down) =>
         createShedOp(node, down, { shedder: this.shedder, rc: this.#rc, emitter: this.#collector }),
-      (node, op) => this.costs.wrap(node, op),
+      this.costs,
     );
     this.#lastCheckpoint = Date.now();
     if (this.isClosed) return this.#release();

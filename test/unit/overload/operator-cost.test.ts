@@ -2,7 +2,8 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { App, json, string } from '../../../src/index.js';
 import { OperatorCostSampler } from '../../../src/overload/operator-cost.js';
-import type { Op } from '../../../src/runtime/operators.js';
+import { compileOperators, type ProcessOpFactory } from '../../../src/runtime/operators.js';
+import { MutableRecordContext } from '../../../src/runtime/record-context.js';
 
 function spin(ms: number): void {
   const end = performance.now() + ms;
@@ -15,26 +16,30 @@ test('OperatorCostSampler should time one record in 64 and charge each operator 
   const app = new App({ id: 'cost' });
   app
     .stream('in', { key: string(), value: json<number>() })
-    .map((v) => v, { name: 'slow' })
+    .map(
+      (v) => {
+        spin(1);
+        return v;
+      },
+      { name: 'slow' },
+    )
     .filter(() => true, { name: 'fast' })
     .to('out');
-  const nodes = app.topology().subtopologies[0]!.nodes;
-  const byName = (n: string) => nodes.find((x) => x.name === n)!;
   const s = new OperatorCostSampler();
   let sinkCalls = 0;
-  const sink: Op = s.wrap(byName(nodes.find((x) => x.spec.kind === 'sink')!.name), {
-    push: () => sinkCalls++,
-  });
-  const fast: Op = s.wrap(byName('fast'), { push: (k, v) => sink.push(k, v) });
-  const slow: Op = s.wrap(byName('slow'), {
-    push: (k, v) => {
-      spin(1);
-      fast.push(k, v);
-    },
-  });
+  const input = compileOperators(
+    app.topology().subtopologies[0]!.sources,
+    new MutableRecordContext(),
+    { emit: () => void sinkCalls++ },
+    () => assert.fail('stateless'),
+    undefined,
+    undefined,
+    undefined,
+    s,
+  ).get('in')!;
   for (let i = 0; i < 640; i++) {
     s.next();
-    slow.push(null, i);
+    input.push(null, i);
   }
   assert.equal(sinkCalls, 640);
   const c = s.collect();
@@ -44,4 +49,45 @@ test('OperatorCostSampler should time one record in 64 and charge each operator 
   assert.ok(slowMs >= 0.9 && slowMs < 20, `slow costs ~1 ms itself, got ${slowMs}`);
   assert.ok(fastMs < 0.5, `fast costs ~nothing, got ${fastMs}`);
   assert.equal(s.collect().size, 0, 'counters start again');
+});
+
+test('OperatorCostSampler should time a two-input operator from both inputs, and leave sources and merges out', () => {
+  const app = new App({ id: 'cost2' });
+  const right = app.stream('b', { key: string(), value: json<number>() }).byKey();
+  app
+    .stream('a', { key: string(), value: json<number>() })
+    .byKey()
+    .map((v) => v, { name: 'left' })
+    .connect(right)
+    .process({ onLeft() {}, onRight() {} }, { name: 'both' })
+    .to('out', {}, { name: 'out' });
+  const sub = app.topology().subtopologies[0]!;
+  const s = new OperatorCostSampler();
+  const processOp: ProcessOpFactory = (_node, down) => ({
+    push() {
+      throw new Error('a two-input operator takes records through side');
+    },
+    side: (_i, k, v) => down.push(k, v),
+  });
+  const ops = compileOperators(
+    sub.sources,
+    new MutableRecordContext(),
+    { emit() {} },
+    processOp,
+    undefined,
+    undefined,
+    undefined,
+    s,
+  );
+  for (const topic of ['a', 'b']) {
+    for (let i = 0; i < 128; i++) {
+      s.next();
+      ops.get(topic)!.push('k', i);
+    }
+  }
+  const c = s.collect();
+  assert.deepEqual([...c.keys()].sort(), ['both', 'left', 'out'], 'sources and merges are not timed');
+  assert.equal(c.get('left')!.n, 2, 'one record in 64 of the left input');
+  assert.equal(c.get('both')!.n, 4, 'one in 64 of either input, in one account');
+  assert.equal(c.get('out')!.n, 4);
 });
