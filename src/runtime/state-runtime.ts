@@ -77,8 +77,11 @@ export class RocksTaskState implements TaskState {
   #meta: CheckpointMeta;
   #pendingOps: WriteOp[] = [];
   #pendingStores = new Set<string>();
-  /** Store → the last changelog record of the pending checkpoint (its fingerprint once written). */
-  #pendingLast = new Map<string, Omit<ChangelogRecordView, 'offset'>>();
+  /**
+   * Store → the last changelog record of the pending checkpoint (its fingerprint once written)
+   * and how many records the checkpoint sends to the store's changelog.
+   */
+  #pendingLast = new Map<string, Omit<ChangelogRecordView, 'offset'> & { count: number }>();
   #writes = 0;
   #sizeAt = 0;
   readonly #ctx: StateContext;
@@ -161,7 +164,8 @@ export class RocksTaskState implements TaskState {
       list.push({ key: e.key, value: bytes, partition, timestamp });
       this.#pendingStores.add(e.store);
       // Sends keep each topic's order, so the last pushed gets the highest offset.
-      this.#pendingLast.set(e.store, { key: e.key, value: bytes, timestamp });
+      const count = (this.#pendingLast.get(e.store)?.count ?? 0) + 1;
+      this.#pendingLast.set(e.store, { key: e.key, value: bytes, timestamp, count });
     }
     this.#pendingOps = ops;
   }
@@ -181,15 +185,18 @@ export class RocksTaskState implements TaskState {
       const info = this.stores.get(store)!;
       const last = written.get(`${info.changelog}:${this.#partition}`);
       if (last === undefined) continue;
+      const rec = this.#pendingLast.get(store);
+      // Where this checkpoint's first changelog record landed: never below the stored offset in
+      // the changelog the folder was built from.
+      const first = last - BigInt((rec?.count ?? 1) - 1);
       const before = changelogOffsets[store];
-      if (before !== undefined && last < BigInt(before)) {
+      if (before !== undefined && first < BigInt(before)) {
         throw new TaskCorruptedError(
           this.#taskId,
-          `changelog ${info.changelog} took this checkpoint's records at offset ${last}, below the stored ${before}: it was deleted and recreated`,
+          `changelog ${info.changelog} took this checkpoint's records from offset ${first}, below the stored ${before}: it was deleted and recreated`,
         );
       }
       changelogOffsets[store] = (last + 1n).toString();
-      const rec = this.#pendingLast.get(store);
       if (rec) changelogLast[store] = fingerprintOf({ ...rec, offset: last });
     }
     const meta: CheckpointMeta = {

@@ -5,12 +5,14 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { Registry } from 'prom-client';
 import { loadConfig } from '../../../src/config/load.js';
+import { TaskCorruptedError } from '../../../src/errors.js';
 import { App, json, string } from '../../../src/index.js';
 import type { InRecord } from '../../../src/kafka/types.js';
 import { createLogger } from '../../../src/ops/logger.js';
 import { createWorkerMetrics } from '../../../src/ops/metrics.js';
 import { openTaskState, type RocksTaskState, type StateContext } from '../../../src/runtime/state-runtime.js';
 import type { Task } from '../../../src/runtime/task.js';
+import { recordHash } from '../../../src/state/checkpoint-meta.js';
 import { RocksStore } from '../../../src/state/rocks-store.js';
 
 /**
@@ -127,5 +129,42 @@ test('a fingerprinted record compacted away should be detected and the folder re
   const s = await open();
   assert.equal(await corrupted(), 1);
   assert.deepEqual(s.read(store, Buffer.from('bob')), { name: 'bob' });
+  await s.close();
+});
+
+test('a checkpoint should record the fingerprint of its last changelog record, and refuse offsets that went backwards', async () => {
+  const { store, log, put, open } = setup();
+  put('ann');
+  put('bob');
+  const s = await open();
+  const write = (names: string[]) => {
+    for (const name of names) {
+      s.cache.set(store, Buffer.from(name), { name }, 100);
+      s.noteWrite();
+    }
+    const out = new Map<string, Array<{ key: Buffer | null; value: Buffer | null; timestamp?: string }>>();
+    s.writeChangelog(out as any, 0);
+    return [...out.values()][0]!;
+  };
+  const changelog = 'unit-open-' + store + '-changelog';
+  // Two records at offsets 3 and 4 (2 was the previous transaction's commit marker).
+  const sent = write(['cid', 'dan']);
+  await s.commitLocal(new Map([[`${changelog}:0`, 4n]]), {});
+  const rocks = s.rocks;
+  const meta = JSON.parse(rocks.readMeta()!.toString());
+  assert.equal(meta.changelogOffsets[store], '5');
+  assert.deepEqual(meta.changelogLast[store], {
+    offset: '4',
+    timestamp: sent[1]!.timestamp,
+    hash: recordHash(Buffer.from('dan'), sent[1]!.value),
+  });
+  // The changelog was recreated: this checkpoint's two records landed at offsets 0 and 1.
+  write(['eve', 'fay']);
+  await assert.rejects(
+    s.commitLocal(new Map([[`${changelog}:0`, 1n]]), {}),
+    (e: unknown) => e instanceof TaskCorruptedError && /deleted and recreated/.test(e.message),
+  );
+  assert.equal(JSON.parse(rocks.readMeta()!.toString()).changelogOffsets[store], '5', 'nothing written');
+  assert.equal(log.records.length, 2);
   await s.close();
 });
