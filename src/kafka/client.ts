@@ -105,9 +105,18 @@ export class KafkaClient {
     return new GroupConsumer(this.kafka, this.settings, opts, this.logger);
   }
 
-  async close(): Promise<void> {
+  /**
+   * Closes the shared admin client; the next {@link admin} connects a new one. A kafkajs admin
+   * puts every topic it was asked about into each of its metadata requests, so once one of them
+   * is deleted every call fails (UNKNOWN_TOPIC_OR_PARTITION), creating it again included.
+   */
+  async renewAdmin(): Promise<void> {
     const a = this.#admin;
     this.#admin = undefined;
     await (await a?.catch(() => undefined))?.close();
+  }
+
+  async close(): Promise<void> {
+    await this.renewAdmin();
   }
 }

@@ -111,17 +111,33 @@ export class TransactionalProducer {
     this.id = id;
   }
 
-  /** Sends records and offsets in one transaction and commits it. Throws if anything fails. */
+  /** Rejects the transaction in flight at once (set while one is). */
+  #abandon: ((e: Error) => void) | undefined;
+
+  /**
+   * Sends records and offsets in one transaction and commits it. Throws if anything fails, and
+   * at once when {@link close} is called meanwhile: kafkajs retries some errors for a long time
+   * (AddPartitionsToTxn for a deleted topic: UNKNOWN_TOPIC_OR_PARTITION), and a task resetting or
+   * closing must not wait for that.
+   */
   async commitTransaction(
     records: TopicRecords,
     offsets: { groupId: string; offsets: readonly TopicPartitionOffset[] },
   ): Promise<WrittenOffsets> {
-    const tx = await this.#p.transaction();
+    const abandoned = new Promise<never>((_, reject) => {
+      this.#abandon = reject;
+    });
+    // Only a race below rejects through it; a transaction that ends first leaves it pending.
+    abandoned.catch(() => undefined);
+    const step = <T>(p: Promise<T>): Promise<T> => Promise.race([p, abandoned]);
+    const tx = await step(this.#p.transaction());
     this.#tx = tx;
     const written: WrittenOffsets = new Map();
     try {
       for (const topicMessages of toSends(records)) {
-        const meta = await tx.sendBatch({ topicMessages, acks: -1, compression: CompressionTypes.None });
+        const meta = await step(
+          tx.sendBatch({ topicMessages, acks: -1, compression: CompressionTypes.None }),
+        );
         mergeMax(written, lastOffsets(meta, topicMessages));
       }
       if (offsets.offsets.length > 0) {
@@ -134,20 +150,26 @@ export class TransactionalProducer {
           if (!l) byTopic.set(o.topic, (l = []));
           l.push({ partition: o.partition, offset: o.offset, metadata: o.metadata ?? null });
         }
-        await tx.sendOffsets({
-          consumerGroupId: offsets.groupId,
-          topics: [...byTopic].map(([topic, partitions]) => ({ topic, partitions })),
-        });
+        await step(
+          tx.sendOffsets({
+            consumerGroupId: offsets.groupId,
+            topics: [...byTopic].map(([topic, partitions]) => ({ topic, partitions })),
+          }),
+        );
       }
-      await tx.commit();
-      this.#tx = undefined;
+      await step(tx.commit());
       return written;
     } catch (e) {
-      this.#tx = undefined;
+      const gaveUp = this.#abandon === undefined;
       // The caller throws this producer away either way (a failed abort can leave kafkajs stuck
       // in ABORTING, kafkajs #469/#1355); try to abort so the next owner need not wait it out.
-      await tx.abort().catch(() => undefined);
+      // An abandoned transaction is not waited for: the next owner's fence aborts it.
+      if (gaveUp) void tx.abort().catch(() => undefined);
+      else await tx.abort().catch(() => undefined);
       throw e;
+    } finally {
+      this.#tx = undefined;
+      this.#abandon = undefined;
     }
   }
 
@@ -155,7 +177,11 @@ export class TransactionalProducer {
     return this.#tx !== undefined;
   }
 
+  /** Disconnects; a transaction in flight fails at once (see {@link commitTransaction}). */
   async close(): Promise<void> {
+    const abandon = this.#abandon;
+    this.#abandon = undefined;
+    abandon?.(new Error(`transactional producer ${this.id} closed while its transaction was in flight`));
     await this.#p.disconnect().catch(() => undefined);
   }
 }

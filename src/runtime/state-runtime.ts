@@ -1,13 +1,22 @@
 import { join } from 'node:path';
 import type { Serde } from '../api/serdes.js';
 import type { SluiceConfig } from '../config/schema.js';
-import { TaskCorruptedError } from '../errors.js';
+import { SluiceError, TaskCorruptedError } from '../errors.js';
 import type { KafkaClient } from '../kafka/client.js';
+import type { PartitionReader } from '../kafka/partition-reader.js';
 import type { WrittenOffsets } from '../kafka/producer.js';
 import type { OutRecord } from '../kafka/types.js';
 import type { Logger } from '../ops/logger.js';
 import type { WorkerMetrics } from '../ops/metrics.js';
-import { type CheckpointMeta, decodeCheckpointMeta, encodeCheckpointMeta } from '../state/checkpoint-meta.js';
+import {
+  type ChangelogFingerprint,
+  type ChangelogRecordView,
+  type CheckpointMeta,
+  decodeCheckpointMeta,
+  encodeCheckpointMeta,
+  fingerprintMismatch,
+  fingerprintOf,
+} from '../state/checkpoint-meta.js';
 import { RocksStore, type WriteOp } from '../state/rocks-store.js';
 import { WriteBackCache } from '../state/write-back-cache.js';
 import { changelogTopic } from '../topology/build.js';
@@ -68,23 +77,30 @@ export class RocksTaskState implements TaskState {
   #meta: CheckpointMeta;
   #pendingOps: WriteOp[] = [];
   #pendingStores = new Set<string>();
+  /**
+   * Store → the last changelog record of the pending checkpoint (its fingerprint once written)
+   * and how many records the checkpoint sends to the store's changelog.
+   */
+  #pendingLast = new Map<string, Omit<ChangelogRecordView, 'offset'> & { count: number }>();
   #writes = 0;
   #sizeAt = 0;
   readonly #ctx: StateContext;
   readonly #taskId: string;
+  readonly #partition: number;
 
   constructor(
     rocks: RocksStore,
     stores: Map<string, StoreInfo>,
     meta: CheckpointMeta,
     ctx: StateContext,
-    taskId: string,
+    task: { id: string; partition: number },
   ) {
     this.rocks = rocks;
     this.stores = stores;
     this.#meta = meta;
     this.#ctx = ctx;
-    this.#taskId = taskId;
+    this.#taskId = task.id;
+    this.#partition = task.partition;
     this.cache = new WriteBackCache<unknown>({
       maxBytes: ctx.cacheBytes ?? ctx.config.state.cacheMaxBytes,
       loader: (store, key) => {
@@ -136,6 +152,8 @@ export class RocksTaskState implements TaskState {
     if (this.#writes === 0) return;
     const dirty = this.cache.dirty();
     const ops: WriteOp[] = new Array(dirty.length);
+    // An explicit timestamp (CreateTime), so that the fingerprint of the last record is known.
+    const timestamp = Date.now().toString();
     for (let i = 0; i < dirty.length; i++) {
       const e = dirty[i]!;
       const info = this.stores.get(e.store)!;
@@ -143,24 +161,49 @@ export class RocksTaskState implements TaskState {
       ops[i] = { store: e.store, key: e.key, value: bytes };
       let list = out.get(info.changelog);
       if (!list) out.set(info.changelog, (list = []));
-      list.push({ key: e.key, value: bytes, partition });
+      list.push({ key: e.key, value: bytes, partition, timestamp });
       this.#pendingStores.add(e.store);
+      // Sends keep each topic's order, so the last pushed gets the highest offset.
+      const count = (this.#pendingLast.get(e.store)?.count ?? 0) + 1;
+      this.#pendingLast.set(e.store, { key: e.key, value: bytes, timestamp, count });
     }
     this.#pendingOps = ops;
   }
 
+  /**
+   * Writes the checkpoint's RocksDB batch with its meta entry, after Kafka took the changelog
+   * records.
+   *
+   * @throws TaskCorruptedError when a changelog took the records at an offset below the one
+   * stored: it was deleted and recreated while the task ran (the task resets, and recovery
+   * rebuilds the state from what the new changelog holds).
+   */
   async commitLocal(written: WrittenOffsets, inputOffsets: Record<string, string>): Promise<void> {
     const changelogOffsets = { ...this.#meta.changelogOffsets };
+    const changelogLast = { ...this.#meta.changelogLast };
     for (const store of this.#pendingStores) {
       const info = this.stores.get(store)!;
-      for (const [tp, last] of written) {
-        if (tp.startsWith(`${info.changelog}:`)) changelogOffsets[store] = (last + 1n).toString();
+      const last = written.get(`${info.changelog}:${this.#partition}`);
+      if (last === undefined) continue;
+      const rec = this.#pendingLast.get(store);
+      // Where this checkpoint's first changelog record landed: never below the stored offset in
+      // the changelog the folder was built from.
+      const first = last - BigInt((rec?.count ?? 1) - 1);
+      const before = changelogOffsets[store];
+      if (before !== undefined && first < BigInt(before)) {
+        throw new TaskCorruptedError(
+          this.#taskId,
+          `changelog ${info.changelog} took this checkpoint's records from offset ${first}, below the stored ${before}: it was deleted and recreated`,
+        );
       }
+      changelogOffsets[store] = (last + 1n).toString();
+      if (rec) changelogLast[store] = fingerprintOf({ ...rec, offset: last });
     }
     const meta: CheckpointMeta = {
       version: 1,
       changelogOffsets,
       inputOffsets: { ...this.#meta.inputOffsets, ...inputOffsets },
+      changelogLast,
       writtenAt: Date.now(),
     };
     this.rocks.writeSync(this.#pendingOps, encodeCheckpointMeta(meta));
@@ -168,6 +211,7 @@ export class RocksTaskState implements TaskState {
     this.cache.markClean();
     this.#pendingOps = [];
     this.#pendingStores.clear();
+    this.#pendingLast.clear();
     // Writes made while the commit was in flight stay dirty (the cache keeps them) and pending.
     this.#writes -= this.#snapshotWrites;
     this.#snapshotWrites = 0;
@@ -222,11 +266,27 @@ export class RocksTaskState implements TaskState {
   }
 }
 
+/** An empty meta entry: a folder that replays every changelog from its start. */
+function emptyMeta(): CheckpointMeta {
+  return { version: 1, changelogOffsets: {}, inputOffsets: {}, writtenAt: 0 };
+}
+
+/** Local state that cannot be trusted: RocksDB's own corruption, or a meta entry that does not decode. */
+function isCorrupted(e: unknown): boolean {
+  return e instanceof SluiceError && e.code === 'SLUICE_TASK_CORRUPTED';
+}
+
 /**
  * Opens a task's state and brings it up to date with its changelogs: replay each changelog
  * partition from the offset stored in the meta entry to its end (all of it for a task new to
- * this folder). A stored offset outside the changelog's range means the changelog was deleted
- * and recreated (or truncated): the folder is wiped and rebuilt from the changelog.
+ * this folder). The folder is wiped and rebuilt from the changelogs, with a warning and
+ * `sluice_errors_total{kind="state_corrupted"}`, when it cannot be trusted:
+ * - RocksDB reports corruption, or the meta entry does not decode;
+ * - a stored offset lies outside the changelog's range (deleted and recreated, or truncated);
+ * - the record fingerprinted at the last checkpoint (`changelogLast`) is no longer at its offset
+ *   (recreated and grown past the stored offset, e.g. by another owner, or compacted away).
+ *
+ * A meta entry without fingerprints (written by an older version) keeps the offset check only.
  */
 export async function openTaskState(task: Task, ctx: StateContext): Promise<TaskState | undefined> {
   if (task.sub.stores.length === 0) return undefined;
@@ -250,33 +310,47 @@ export async function openTaskState(task: Task, ctx: StateContext): Promise<Task
     ranges.set(name, { low: BigInt(p.low), high: BigInt(p.high) });
   }
 
-  let rocks = await RocksStore.open({ dir, stores: [...stores.keys()], taskId: task.id });
-  const metaBytes = rocks.readMeta();
-  let meta: CheckpointMeta = metaBytes
-    ? decodeCheckpointMeta(metaBytes)
-    : { version: 1, changelogOffsets: {}, inputOffsets: {}, writtenAt: 0 };
-  for (const [name, r] of ranges) {
-    const stored = meta.changelogOffsets[name];
-    if (stored === undefined) continue;
-    const off = BigInt(stored);
-    if (off > r.high || off < r.low) {
-      ctx.logger.warn(
-        { store: name, stored, low: r.low.toString(), high: r.high.toString() },
-        'local state does not match its changelog (deleted and recreated?); wiping it and restoring from the changelog',
-      );
-      ctx.metrics.errors.inc({ app: ctx.appId, kind: 'state_corrupted' });
-      await rocks.close();
-      await RocksStore.destroy(dir);
-      rocks = await RocksStore.open({ dir, stores: [...stores.keys()], taskId: task.id });
-      meta = { version: 1, changelogOffsets: {}, inputOffsets: {}, writtenAt: 0 };
-      break;
-    }
-  }
+  const open = () => RocksStore.open({ dir, stores: [...stores.keys()], taskId: task.id });
+  /** Logs why, counts it, and leaves an empty folder to restore into. */
+  const wipe = async (current: RocksStore | undefined, why: Record<string, unknown>): Promise<RocksStore> => {
+    ctx.logger.warn(
+      why,
+      'local state does not match its changelog or cannot be read; wiping it and restoring from the changelog',
+    );
+    ctx.metrics.errors.inc({ app: ctx.appId, kind: 'state_corrupted' });
+    await current?.close();
+    await RocksStore.destroy(dir);
+    return open();
+  };
 
-  // Replay.
+  let rocks: RocksStore;
+  try {
+    rocks = await open();
+  } catch (e) {
+    if (!isCorrupted(e)) throw e;
+    rocks = await wipe(undefined, { err: e });
+  }
   const reader = ctx.client.partitionReader();
   let total = 0;
+  let meta: CheckpointMeta;
   try {
+    try {
+      const metaBytes = rocks.readMeta();
+      meta = metaBytes ? decodeCheckpointMeta(metaBytes) : emptyMeta();
+    } catch (e) {
+      if (!isCorrupted(e)) throw e;
+      rocks = await wipe(rocks, { err: e });
+      meta = emptyMeta();
+    }
+    const why = await changelogMismatch(meta, stores, ranges, reader, task.partition);
+    if (why) {
+      rocks = await wipe(rocks, why);
+      meta = emptyMeta();
+    }
+    meta.changelogLast = { ...meta.changelogLast };
+    const changelogLast = meta.changelogLast;
+
+    // Replay.
     let remaining = 0n;
     for (const [name, r] of ranges) {
       const from = meta.changelogOffsets[name] !== undefined ? BigInt(meta.changelogOffsets[name]!) : r.low;
@@ -313,6 +387,7 @@ export async function openTaskState(task: Task, ctx: StateContext): Promise<Task
             value: rec.value,
           }));
           rocks.writeSync(ops);
+          changelogLast[name] = fingerprintOf(records[records.length - 1]!);
           n += records.length;
           remaining -= BigInt(records.length);
           if (task.restoreProgress) task.restoreProgress.remaining = Number(remaining > 0n ? remaining : 0n);
@@ -354,7 +429,47 @@ export async function openTaskState(task: Task, ctx: StateContext): Promise<Task
     { restored: total, seconds, stores: [...stores.keys()] },
     total > 0 ? 'state restored from changelog' : 'state up to date',
   );
-  const opened = new RocksTaskState(rocks, stores, meta, ctx, task.id);
+  const opened = new RocksTaskState(rocks, stores, meta, ctx, task);
   opened.refreshStoreSize();
   return opened;
+}
+
+/**
+ * Why the local folder does not belong to the changelogs as they are now, or undefined when
+ * every store's stored offset lies within its changelog's range and its fingerprinted record
+ * (when the meta entry has one) is still at its offset.
+ */
+async function changelogMismatch(
+  meta: CheckpointMeta,
+  stores: ReadonlyMap<string, StoreInfo>,
+  ranges: ReadonlyMap<string, { low: bigint; high: bigint }>,
+  reader: PartitionReader,
+  partition: number,
+): Promise<Record<string, unknown> | undefined> {
+  for (const [name, r] of ranges) {
+    const stored = meta.changelogOffsets[name];
+    if (stored === undefined) continue;
+    const off = BigInt(stored);
+    const range = { store: name, stored, low: r.low.toString(), high: r.high.toString() };
+    if (off > r.high || off < r.low)
+      return { ...range, reason: 'stored offset outside the changelog (deleted and recreated?)' };
+    const fp: ChangelogFingerprint | undefined = meta.changelogLast?.[name];
+    if (fp === undefined) continue;
+    const at = BigInt(fp.offset);
+    let found: ChangelogRecordView | undefined;
+    if (at >= r.low && at < r.high) {
+      await reader.read({
+        topic: stores.get(name)!.changelog,
+        partition,
+        from: at,
+        to: at + 1n,
+        onRecords: (records) => {
+          found ??= records[0];
+        },
+      });
+    }
+    const reason = fingerprintMismatch(fp, found);
+    if (reason) return { ...range, reason: `last checkpoint's changelog record differs: ${reason}` };
+  }
+  return undefined;
 }

@@ -83,7 +83,13 @@ export async function prepareTopics(
       internalSpecs.push({
         topic: st.changelog,
         partitions: n,
-        config: { 'cleanup.policy': 'compact', 'min.compaction.lag.ms': '0' },
+        // CreateTime: the checkpoint's fingerprint names the last record by the timestamp the
+        // task gave it (a broker default of LogAppendTime would make every open rebuild).
+        config: {
+          'cleanup.policy': 'compact',
+          'min.compaction.lag.ms': '0',
+          'message.timestamp.type': 'CreateTime',
+        },
       });
     }
   }

@@ -2,7 +2,7 @@ import { hostname } from 'node:os';
 import type { Registry } from 'prom-client';
 import type { App } from '../api/app.js';
 import type { SluiceConfig } from '../config/schema.js';
-import { SluiceError } from '../errors.js';
+import { SluiceError, TaskCorruptedError } from '../errors.js';
 import { KafkaClient } from '../kafka/client.js';
 import type { BatchContext, GroupConsumer } from '../kafka/consumer.js';
 import type { PlainProducer } from '../kafka/producer.js';
@@ -31,6 +31,9 @@ import { deadLetterTopic, type PartitionPlan, prepareTopics } from './topics.js'
  */
 export const WORKER_STATES = ['created', 'starting', 'running', 'stopping', 'stopped', 'failed'] as const;
 export type WorkerStateName = (typeof WORKER_STATES)[number];
+
+/** How often a worker with stateful tasks checks that their changelogs still exist. */
+const CHANGELOG_CHECK_MS = 2000;
 
 export interface WorkerOptions {
   app: App;
@@ -62,6 +65,8 @@ export class Worker {
   #plan: PartitionPlan = new Map();
   #assignedOnce = false;
   #timer: NodeJS.Timeout | undefined;
+  #changelogTimer: NodeJS.Timeout | undefined;
+  #checkingChangelogs = false;
   #members = new Map<string, MemberInfo>();
   readonly #opts: WorkerOptions;
   readonly #lag = new Map<string, number>();
@@ -212,6 +217,10 @@ export class Worker {
     const interval = Math.max(10, Math.floor(this.config.processing.commitIntervalMs / 2));
     this.#timer = setInterval(() => this.#checkpointDue(), interval);
     this.#timer.unref();
+    if (this.topology.stores.length > 0) {
+      this.#changelogTimer = setInterval(() => void this.#checkChangelogs(), CHANGELOG_CHECK_MS);
+      this.#changelogTimer.unref();
+    }
     this.#overload = new OverloadController({
       appId: this.app.id,
       groupId: this.app.id,
@@ -410,6 +419,50 @@ export class Worker {
   }
 
   /**
+   * Notices a changelog deleted under running tasks (kafkajs would retry their transactions for
+   * a long time, silently). The state it backed now exists only in the local folders, and no
+   * longer matches any changelog: as Kafka Streams does with a corrupted task, the changelog is
+   * recreated (empty) and each affected task is reset, which wipes its folder (the stored offset
+   * lies past the new changelog's end) and rebuilds the state from what the changelog holds.
+   * Logged as an error and counted as `sluice_errors_total{kind="state_corrupted"}`.
+   */
+  async #checkChangelogs(): Promise<void> {
+    if (this.#checkingChangelogs || this.#state !== 'running') return;
+    const stateful = [...this.#tasks.values()].filter((t) => t.sub.stores.length > 0 && t.state !== 'closed');
+    if (stateful.length === 0) return;
+    this.#checkingChangelogs = true;
+    try {
+      const admin = await this.client.admin();
+      const existing = new Set(await admin.listTopics());
+      const missing = this.topology.stores.filter((s) => !existing.has(s.changelog));
+      if (missing.length === 0 || this.#state !== 'running') return;
+      const gone = new Set(missing.map((s) => s.name));
+      const tasks = stateful.filter((t) => t.sub.stores.some((s) => gone.has(s.name)));
+      this.metrics.errors.inc({ app: this.app.id, kind: 'state_corrupted' });
+      this.logger.error(
+        { changelogs: missing.map((s) => s.changelog), tasks: tasks.map((t) => t.id) },
+        'changelog deleted while its tasks ran: recreating it; their state is rebuilt from it (what it does not hold is lost)',
+      );
+      await this.client.renewAdmin();
+      this.#plan = await prepareTopics(await this.client.admin(), this.topology, {
+        overflow: this.config.overload.mode === 'divert',
+      });
+      for (const task of tasks) {
+        if (this.#tasks.get(task.id) !== task) continue;
+        const reason = new TaskCorruptedError(
+          task.id,
+          `changelog deleted: ${missing.map((s) => s.changelog).join(', ')}`,
+        );
+        task.reset(reason).catch((e) => this.#retryTask(task, 1, e));
+      }
+    } catch (e) {
+      this.logger.warn({ err: e }, 'cannot check that the changelogs exist');
+    } finally {
+      this.#checkingChangelogs = false;
+    }
+  }
+
+  /**
    * A full disk under the state folder is not something a task retry can fix, and RocksDB keeps
    * refusing writes until it is reopened with room to spare. The worker fails (exit code 1,
    * /healthz 503) so that it leaves the group and its tasks fail over to the other workers, which
@@ -446,6 +499,7 @@ export class Worker {
     this.#state = 'stopping';
     this.logger.info('worker stopping');
     if (this.#timer) clearInterval(this.#timer);
+    if (this.#changelogTimer) clearInterval(this.#changelogTimer);
     this.group.close();
     this.#overload?.stop();
     const tasks = [...this.#tasks.values()];

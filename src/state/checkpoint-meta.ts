@@ -1,10 +1,34 @@
+import { createHash } from 'node:crypto';
 import { CheckpointMetaError } from './errors.js';
+
+/**
+ * The last changelog record a task wrote (or replayed) for one store. It names the changelog
+ * incarnation the local state belongs to: kafkajs does not expose topic ids, so a changelog
+ * deleted and recreated is recognised by this record no longer being at its offset.
+ */
+export interface ChangelogFingerprint {
+  /** Offset of the record (decimal string). */
+  offset: string;
+  /** Its timestamp, epoch milliseconds as a decimal string (the task sets it: CreateTime). */
+  timestamp: string;
+  /** SHA-256 of its key and value (hex, 32 characters); see {@link recordHash}. */
+  hash: string;
+}
+
+/** A changelog record as the fingerprint sees it (a fetched record, or one just written). */
+export interface ChangelogRecordView {
+  offset: string | bigint;
+  timestamp: string;
+  key: Buffer | null;
+  value: Buffer | null;
+}
 
 /**
  * What a task's local state reflects, stored in the same RocksDB batch as the state itself
  * (column family `__meta`, key `checkpoint`). Recovery replays each changelog from
- * `changelogOffsets[store]`; a stored offset past the changelog's end, or a changed topic id,
- * means the changelog was recreated: wipe and rebuild.
+ * `changelogOffsets[store]`; a stored offset outside the changelog's range, or a changelog whose
+ * record at `changelogLast[store].offset` is not the one fingerprinted, means the changelog was
+ * recreated: wipe and rebuild.
  *
  * Offsets are decimal strings (Kafka offsets are int64; kafkajs hands them over as strings).
  */
@@ -14,8 +38,11 @@ export interface CheckpointMeta {
   changelogOffsets: Record<string, string>;
   /** `topic:partition` → next input offset, as committed in the same transaction. */
   inputOffsets: Record<string, string>;
-  /** Store name → changelog topic id (detects a topic deleted and recreated under its name). */
-  changelogTopicIds?: Record<string, string>;
+  /**
+   * Store name → the last changelog record this folder holds (absent in entries written before
+   * fingerprints existed, and for a store whose changelog partition is still empty).
+   */
+  changelogLast?: Record<string, ChangelogFingerprint>;
   /** Epoch milliseconds when the checkpoint was written. */
   writtenAt: number;
 }
@@ -78,15 +105,76 @@ function validate(input: unknown): CheckpointMeta {
     inputOffsets: record(input.inputOffsets, 'inputOffsets', (k) => INPUT_KEY.test(k), isOffset),
     writtenAt,
   };
-  if (input.changelogTopicIds !== undefined) {
-    meta.changelogTopicIds = record(
-      input.changelogTopicIds,
-      'changelogTopicIds',
-      isStoreKey,
-      (v) => v.length > 0,
-    );
-  }
+  if (input.changelogLast !== undefined) meta.changelogLast = fingerprints(input.changelogLast);
   return meta;
+}
+
+const TIMESTAMP = /^(0|-?[1-9][0-9]{0,18})$/;
+const HASH = /^[0-9a-f]{32}$/;
+
+function fingerprints(value: unknown): Record<string, ChangelogFingerprint> {
+  if (!isObject(value)) throw new CheckpointMetaError('changelogLast must be an object');
+  const entries: Array<[string, ChangelogFingerprint]> = [];
+  for (const [k, v] of Object.entries(value)) {
+    if (!isStoreKey(k))
+      throw new CheckpointMetaError(`changelogLast has an invalid key ${JSON.stringify(k)}`);
+    if (
+      !isObject(v) ||
+      typeof v.offset !== 'string' ||
+      !isOffset(v.offset) ||
+      typeof v.timestamp !== 'string' ||
+      !TIMESTAMP.test(v.timestamp) ||
+      typeof v.hash !== 'string' ||
+      !HASH.test(v.hash)
+    ) {
+      throw new CheckpointMetaError(`changelogLast[${JSON.stringify(k)}] is invalid: ${JSON.stringify(v)}`);
+    }
+    entries.push([k, { offset: v.offset, timestamp: v.timestamp, hash: v.hash }]);
+  }
+  return Object.fromEntries(entries);
+}
+
+/**
+ * SHA-256 (first 128 bits, hex) of a record's key and value, each length-prefixed so that a null
+ * differs from an empty buffer and bytes cannot move between key and value.
+ */
+export function recordHash(key: Buffer | null, value: Buffer | null): string {
+  const h = createHash('sha256');
+  for (const part of [key, value]) {
+    const len = Buffer.alloc(4);
+    len.writeInt32BE(part === null ? -1 : part.length);
+    h.update(len);
+    if (part !== null) h.update(part);
+  }
+  return h.digest('hex').slice(0, 32);
+}
+
+/** The fingerprint of one changelog record. */
+export function fingerprintOf(rec: ChangelogRecordView): ChangelogFingerprint {
+  return { offset: rec.offset.toString(), timestamp: rec.timestamp, hash: recordHash(rec.key, rec.value) };
+}
+
+/**
+ * Compares a stored fingerprint with the first record the changelog returned when read from the
+ * fingerprint's offset. Returns why they differ, or undefined when it is the same record.
+ *
+ * @example
+ * const why = fingerprintMismatch(meta.changelogLast.counts, fetched[0]);
+ * if (why) wipeAndRestore(why);
+ */
+export function fingerprintMismatch(
+  fp: ChangelogFingerprint,
+  found: ChangelogRecordView | undefined,
+): string | undefined {
+  if (found === undefined) return `no record at offset ${fp.offset} (compacted away or never written)`;
+  const offset = found.offset.toString();
+  if (offset !== fp.offset)
+    return `the first record from offset ${fp.offset} is at ${offset} (compacted away)`;
+  if (found.timestamp !== fp.timestamp)
+    return `the record at offset ${fp.offset} has timestamp ${found.timestamp}, not ${fp.timestamp}`;
+  if (recordHash(found.key, found.value) !== fp.hash)
+    return `the record at offset ${fp.offset} has another key or value`;
+  return undefined;
 }
 
 function record(

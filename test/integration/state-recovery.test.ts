@@ -153,6 +153,107 @@ test('a changelog deleted and recreated under a task should be detected and the 
   assert.deepEqual([last.k, last.n], ['k0', 1], 'local state was wiped and rebuilt from the changelog');
 });
 
+/** The log-end offset of partition 0 of a topic. */
+async function endOffset(topic: string): Promise<bigint> {
+  return withAdmin(async (admin) => {
+    const p = (await admin.fetchTopicOffsets(topic)).find((x) => x.partition === 0);
+    return BigInt(p?.high ?? '0');
+  });
+}
+
+async function deleteTopic(topic: string): Promise<void> {
+  await withAdmin(async (admin) => {
+    await admin.deleteTopics({ topics: [topic] });
+    await eventually(async () => !(await admin.listTopics()).includes(topic), { what: `${topic} deleted` });
+  });
+}
+
+test('a changelog deleted under a running worker should be reported, recreated, and the state rebuilt from it', {
+  timeout: 120_000,
+}, async (t) => {
+  const { id, input, output, env } = await jobTopics('t-cl-running', 1);
+  const live: WorkerProcess[] = [];
+  t.after(async () => {
+    await Promise.all(live.map((w) => w.kill('SIGKILL')));
+    await deleteTopicsMatching(id);
+  });
+  const w = spawnWorker('running-sum', { name: 'd1', env });
+  live.push(w);
+  await produce(input, records(0, 500));
+  await readAll(output, { expected: 500 });
+
+  // Deleted under the worker, with records arriving: their checkpoint cannot write the changelog.
+  await deleteTopic(`${id}-sum-acc-changelog`);
+  const deletedAt = Date.now();
+  await produce(input, records(500, KEYS));
+  await eventually(() => w.logs.some((l) => l.includes('changelog deleted while its tasks ran')), {
+    what: 'the deletion reported',
+    timeoutMs: 20_000,
+  });
+  t.diagnostic(`reported after ${Date.now() - deletedAt} ms`);
+  await eventually(() => allRunning(w, 2), { what: 'tasks running again', timeoutMs: 30_000 }).catch((e) => {
+    console.error(w.logs.slice(-40).join('\n'));
+    throw e;
+  });
+  assert.ok(metricSum(await w.metrics(), 'sluice_errors_total', { kind: 'state_corrupted' }) >= 1);
+
+  // The state is what the recreated (empty) changelog holds: every key counts from 1 again, once.
+  const out = await readAll(output, { expected: 500 + KEYS });
+  assertExactCounts(out.slice(500), KEYS);
+  const stopping = Date.now();
+  assert.equal(await w.kill('SIGTERM'), 0);
+  assert.ok(Date.now() - stopping < 15_000, `a prompt shutdown (${Date.now() - stopping} ms)`);
+});
+
+test('a stale folder should be rebuilt when its changelog was recreated and grew past the stored offset', {
+  timeout: 150_000,
+}, async (t) => {
+  const { id, input, output, env } = await jobTopics('t-cl-stale', 1);
+  const changelog = `${id}-sum-acc-changelog`;
+  const stale = mkdtempSync(join(tmpdir(), 'sluice-stale-'));
+  const live: WorkerProcess[] = [];
+  const start = (name: string, stateDir?: string) => {
+    const w = spawnWorker('running-sum', { name, stateDir, env });
+    live.push(w);
+    return w;
+  };
+  t.after(async () => {
+    await Promise.all(live.map((w) => w.kill('SIGKILL')));
+    await deleteTopicsMatching(id);
+  });
+  const a = start('s1', stale);
+  await produce(input, records(0, 500));
+  await readAll(output, { expected: 500 });
+  assert.equal(await a.kill('SIGTERM'), 0);
+  const storedEnd = await endOffset(changelog);
+
+  // Another worker, with its own folder, owns the task meanwhile: it recreates the changelog and
+  // writes it past the offset the stale folder stored.
+  await deleteTopic(changelog);
+  const b = start('s2');
+  let produced = 500;
+  while ((await endOffset(changelog).catch(() => 0n)) <= storedEnd) {
+    await produce(input, records(produced, 200));
+    produced += 200;
+    await readAll(output, { expected: produced });
+  }
+  assert.equal(await b.kill('SIGTERM'), 0);
+
+  // The stale folder comes back: its stored offset is within the new changelog's range.
+  const c = start('s3', stale);
+  await eventually(() => allRunning(c, 2), { what: 's3 running' });
+  assert.ok(
+    c.logs.some((l) => l.includes("last checkpoint's changelog record differs")),
+    'the stale folder is detected by its fingerprint',
+  );
+  assert.ok(metricSum(await c.metrics(), 'sluice_errors_total', { kind: 'state_corrupted' }) >= 1);
+  await produce(input, records(produced, KEYS));
+  const out = await readAll(output, { expected: produced + KEYS });
+  // After the first 500, the counts continue the recreated changelog's, not the stale folder's.
+  out.sort((x, y) => Number(BigInt(x.offset) - BigInt(y.offset)));
+  assertExactCounts(out.slice(500), produced - 500 + KEYS);
+});
+
 test('scaling from 1 to 3 workers and back to 1 should move state with its partitions and keep results exact', {
   timeout: 420_000,
 }, async (t) => {

@@ -4,6 +4,9 @@ import {
   type CheckpointMeta,
   decodeCheckpointMeta,
   encodeCheckpointMeta,
+  fingerprintMismatch,
+  fingerprintOf,
+  recordHash,
 } from '../../../src/state/checkpoint-meta.js';
 import { CheckpointMetaError } from '../../../src/state/errors.js';
 
@@ -11,7 +14,9 @@ const meta: CheckpointMeta = {
   version: 1,
   changelogOffsets: { counts: '1042', 'last.seen': '0' },
   inputOffsets: { 'clicks:3': '98213', 'a:b:0': '9223372036854775807' },
-  changelogTopicIds: { counts: 'kX3bHq9wTzuF3W1wq0b8_g' },
+  changelogLast: {
+    counts: { offset: '1040', timestamp: '1700000000100', hash: '0123456789abcdef0123456789abcdef' },
+  },
   writtenAt: 1_700_000_000_123,
 };
 
@@ -44,7 +49,12 @@ test('checkpoint meta should reject invalid entries with a corruption error', ()
       JSON.parse('{"version":1,"changelogOffsets":{"__proto__":"1"},"inputOffsets":{},"writtenAt":1}'),
     ],
     ['missing writtenAt', { ...meta, writtenAt: undefined }],
-    ['empty topic id', { ...meta, changelogTopicIds: { counts: '' } }],
+    ['fingerprint without hash', { ...meta, changelogLast: { counts: { offset: '1', timestamp: '2' } } }],
+    [
+      'fingerprint with a bad offset',
+      { ...meta, changelogLast: { counts: { ...meta.changelogLast!.counts!, offset: 'x' } } },
+    ],
+    ['fingerprints not an object', { ...meta, changelogLast: [] }],
   ];
   for (const [what, value] of bad) {
     const bytes = Buffer.from(typeof value === 'string' ? value : JSON.stringify(value));
@@ -55,4 +65,58 @@ test('checkpoint meta should reject invalid entries with a corruption error', ()
     );
   }
   assert.throws(() => encodeCheckpointMeta({ ...meta, writtenAt: Number.NaN }), TypeError);
+});
+
+test('a meta entry written before fingerprints should still decode, without changelogLast', () => {
+  const old = Buffer.from(
+    JSON.stringify({
+      version: 1,
+      changelogOffsets: { counts: '7' },
+      inputOffsets: {},
+      changelogTopicIds: { counts: 'kX3bHq9wTzuF3W1wq0b8_g' },
+      writtenAt: 1,
+    }),
+  );
+  assert.deepEqual(decodeCheckpointMeta(old), {
+    version: 1,
+    changelogOffsets: { counts: '7' },
+    inputOffsets: {},
+    writtenAt: 1,
+  });
+});
+
+test('a changelog fingerprint should round-trip and match only the same record at the same offset', () => {
+  const rec = {
+    offset: 41n,
+    timestamp: '1700000000000',
+    key: Buffer.from('k1'),
+    value: Buffer.from('{"n":3}'),
+  };
+  const fp = fingerprintOf(rec);
+  assert.deepEqual(fp, { offset: '41', timestamp: '1700000000000', hash: recordHash(rec.key, rec.value) });
+  const withFp = { ...meta, changelogLast: { counts: fp } };
+  assert.deepEqual(decodeCheckpointMeta(encodeCheckpointMeta(withFp)), withFp);
+
+  // The fetched copy has its offset as a string, as kafkajs hands it over.
+  assert.equal(fingerprintMismatch(fp, { ...rec, offset: '41' }), undefined);
+  assert.match(fingerprintMismatch(fp, undefined)!, /no record at offset 41/);
+  assert.match(fingerprintMismatch(fp, { ...rec, offset: '45' })!, /is at 45/);
+  assert.match(fingerprintMismatch(fp, { ...rec, offset: '41', timestamp: '1' })!, /timestamp 1/);
+  assert.match(
+    fingerprintMismatch(fp, { ...rec, offset: '41', value: Buffer.from('{"n":4}') })!,
+    /another key or value/,
+  );
+  assert.match(fingerprintMismatch(fp, { ...rec, offset: '41', key: Buffer.from('k2') })!, /another key/);
+});
+
+test('the record hash should tell a null from an empty buffer and keep key and value apart', () => {
+  const hashes = [
+    recordHash(null, null),
+    recordHash(Buffer.alloc(0), null),
+    recordHash(null, Buffer.alloc(0)),
+    recordHash(Buffer.from('ab'), Buffer.from('c')),
+    recordHash(Buffer.from('a'), Buffer.from('bc')),
+  ];
+  assert.equal(new Set(hashes).size, hashes.length);
+  for (const h of hashes) assert.match(h, /^[0-9a-f]{32}$/);
 });

@@ -1,0 +1,170 @@
+import assert from 'node:assert/strict';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { Registry } from 'prom-client';
+import { loadConfig } from '../../../src/config/load.js';
+import { TaskCorruptedError } from '../../../src/errors.js';
+import { App, json, string } from '../../../src/index.js';
+import type { InRecord } from '../../../src/kafka/types.js';
+import { createLogger } from '../../../src/ops/logger.js';
+import { createWorkerMetrics } from '../../../src/ops/metrics.js';
+import { openTaskState, type RocksTaskState, type StateContext } from '../../../src/runtime/state-runtime.js';
+import type { Task } from '../../../src/runtime/task.js';
+import { recordHash } from '../../../src/state/checkpoint-meta.js';
+import { RocksStore } from '../../../src/state/rocks-store.js';
+
+/**
+ * openTaskState against a fake changelog (admin offsets and a partition reader over an array):
+ * which local folders it keeps, and which it wipes and restores.
+ */
+function setup() {
+  const app = new App({ id: 'unit-open' });
+  const users = app.table('users', { key: string(), value: json<{ name: string }>() });
+  app
+    .stream('orders', { key: string(), value: json<{ n: number }>() })
+    .byKey()
+    .leftJoin(users, (o, u) => ({ ...o, name: u?.name ?? null }), { name: 'j' })
+    .to('out');
+  const sub = app.topology().subtopologies[0]!;
+  assert.equal(sub.stores.length, 1);
+  const store = sub.stores[0]!.name;
+  const task = { id: '0_0', partition: 0, sub } as unknown as Task;
+  const dir = mkdtempSync(join(tmpdir(), 'sluice-open-'));
+  const registry = new Registry();
+  /** The changelog partition: its records and its log-start offset. */
+  const log = { records: [] as InRecord[], low: 0n, reads: 0 };
+  const high = () =>
+    log.records.length > 0 ? BigInt(log.records[log.records.length - 1]!.offset) + 1n : log.low;
+  const ctx: StateContext = {
+    appId: 'unit-open',
+    config: loadConfig({ overrides: { kafka: { brokers: ['127.0.0.1:1'] }, state: { dir } }, env: {} }),
+    logger: createLogger({ level: 'silent', format: 'json' }),
+    metrics: createWorkerMetrics(registry),
+    client: {
+      admin: async () => ({
+        offsets: async () => [{ partition: 0, low: log.low.toString(), high: high().toString() }],
+      }),
+      partitionReader: () => ({
+        read: async (o: { from: bigint; to: bigint; onRecords(r: InRecord[]): void }) => {
+          log.reads++;
+          const rs = log.records.filter((r) => BigInt(r.offset) >= o.from && BigInt(r.offset) < o.to);
+          if (rs.length > 0) o.onRecords(rs);
+          return rs.length;
+        },
+        close: async () => undefined,
+      }),
+    } as any,
+  };
+  const put = (name: string, ts = '1000') =>
+    log.records.push({
+      key: Buffer.from(name),
+      value: Buffer.from(JSON.stringify({ name })),
+      offset: high().toString(),
+      timestamp: ts,
+    });
+  const open = async () => (await openTaskState(task, ctx)) as RocksTaskState;
+  const corrupted = async () =>
+    (await ctx.metrics.errors.get()).values.find((v) => v.labels.kind === 'state_corrupted')?.value ?? 0;
+  const folder = join(dir, 'unit-open', '0_0');
+  return { store, log, put, open, corrupted, folder };
+}
+
+test('a meta entry that does not decode should wipe the folder, restore it, and release the lock', async () => {
+  const { store, put, open, corrupted, folder } = setup();
+  put('ann');
+  const rocks = await RocksStore.open({ dir: folder, stores: [store], taskId: '0_0' });
+  rocks.writeSync([{ store, key: Buffer.from('stale'), value: Buffer.from('"x"') }], Buffer.from('{garbage'));
+  await rocks.close();
+
+  const s = await open();
+  assert.equal(await corrupted(), 1);
+  assert.equal(s.read(store, Buffer.from('stale')), undefined, 'the old folder is gone');
+  assert.deepEqual(s.read(store, Buffer.from('ann')), { name: 'ann' }, 'restored from the changelog');
+  await s.close();
+  // The folder lock was released: it opens again, now with nothing to wipe.
+  const again = await open();
+  assert.equal(await corrupted(), 1);
+  await again.close();
+});
+
+test('a folder whose fingerprinted record is still at its offset should replay only the tail', async () => {
+  const { store, log, put, open, corrupted } = setup();
+  put('ann');
+  put('bob');
+  await (await open()).close();
+  put('cid');
+  log.reads = 0;
+  const s = await open();
+  assert.equal(await corrupted(), 0);
+  assert.deepEqual(s.read(store, Buffer.from('cid')), { name: 'cid' });
+  assert.equal(log.reads, 2, 'one read to check the fingerprint, one for the tail');
+  await s.close();
+});
+
+test('a changelog recreated and grown past the stored offset should be detected and the folder rebuilt', async () => {
+  const { store, log, put, open, corrupted } = setup();
+  put('ann');
+  put('bob');
+  await (await open()).close();
+  // Recreated under the task and rewritten by another owner: longer, other records.
+  log.records = [];
+  for (const name of ['dan', 'eve', 'fay', 'gus']) put(name, '2000');
+  const s = await open();
+  assert.equal(await corrupted(), 1);
+  assert.equal(s.read(store, Buffer.from('ann')), undefined, 'stale state is not kept');
+  assert.deepEqual(s.read(store, Buffer.from('gus')), { name: 'gus' });
+  await s.close();
+});
+
+test('a fingerprinted record compacted away should be detected and the folder rebuilt', async () => {
+  const { store, log, put, open, corrupted } = setup();
+  put('ann');
+  put('bob');
+  await (await open()).close();
+  put('bob');
+  // Compaction keeps the latest record per key: the fingerprinted offset 1 (bob) is gone.
+  log.records = log.records.filter((r) => r.offset !== '1');
+  const s = await open();
+  assert.equal(await corrupted(), 1);
+  assert.deepEqual(s.read(store, Buffer.from('bob')), { name: 'bob' });
+  await s.close();
+});
+
+test('a checkpoint should record the fingerprint of its last changelog record, and refuse offsets that went backwards', async () => {
+  const { store, log, put, open } = setup();
+  put('ann');
+  put('bob');
+  const s = await open();
+  const write = (names: string[]) => {
+    for (const name of names) {
+      s.cache.set(store, Buffer.from(name), { name }, 100);
+      s.noteWrite();
+    }
+    const out = new Map<string, Array<{ key: Buffer | null; value: Buffer | null; timestamp?: string }>>();
+    s.writeChangelog(out as any, 0);
+    return [...out.values()][0]!;
+  };
+  const changelog = 'unit-open-' + store + '-changelog';
+  // Two records at offsets 3 and 4 (2 was the previous transaction's commit marker).
+  const sent = write(['cid', 'dan']);
+  await s.commitLocal(new Map([[`${changelog}:0`, 4n]]), {});
+  const rocks = s.rocks;
+  const meta = JSON.parse(rocks.readMeta()!.toString());
+  assert.equal(meta.changelogOffsets[store], '5');
+  assert.deepEqual(meta.changelogLast[store], {
+    offset: '4',
+    timestamp: sent[1]!.timestamp,
+    hash: recordHash(Buffer.from('dan'), sent[1]!.value),
+  });
+  // The changelog was recreated: this checkpoint's two records landed at offsets 0 and 1.
+  write(['eve', 'fay']);
+  await assert.rejects(
+    s.commitLocal(new Map([[`${changelog}:0`, 1n]]), {}),
+    (e: unknown) => e instanceof TaskCorruptedError && /deleted and recreated/.test(e.message),
+  );
+  assert.equal(JSON.parse(rocks.readMeta()!.toString()).changelogOffsets[store], '5', 'nothing written');
+  assert.equal(log.records.length, 2);
+  await s.close();
+});
