@@ -2,8 +2,9 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
+import type { TestContext } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { brokers } from './kafka.js';
+import { brokers, deleteTopicsMatching } from './kafka.js';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '../../..');
 export const SLUICE_BIN = join(root, 'bin/sluice.js');
@@ -159,4 +160,35 @@ export async function allTasksRunning(w: WorkerProcess, tasks?: number): Promise
     (tasks === undefined || s.tasks.length === tasks) &&
     s.tasks.every((t: any) => t.state === 'running')
   );
+}
+
+/**
+ * The worker processes of one test: killed, and the topics named `<id>…` deleted, when the test
+ * ends. `step` times each step in the test's diagnostics and prints every worker's last log lines
+ * when a step fails.
+ */
+export function workerGroup(t: TestContext, id: string) {
+  const live: WorkerProcess[] = [];
+  t.after(async () => {
+    await Promise.all(live.map((w) => w.kill('SIGKILL')));
+    await deleteTopicsMatching(id);
+  });
+  const t0 = Date.now();
+  return {
+    add(w: WorkerProcess): WorkerProcess {
+      live.push(w);
+      return w;
+    },
+    async step<T>(what: string, fn: () => Promise<T>): Promise<T> {
+      const s0 = Date.now();
+      try {
+        const r = await fn();
+        t.diagnostic(`${what}: ${Date.now() - s0} ms (at ${Date.now() - t0} ms)`);
+        return r;
+      } catch (e) {
+        for (const w of live) console.error(`--- ${w.name} ---\n${w.logs.slice(-30).join('\n')}`);
+        throw new Error(`${what} failed after ${Date.now() - s0} ms: ${(e as Error).message}`, { cause: e });
+      }
+    },
+  };
 }

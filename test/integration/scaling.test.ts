@@ -1,8 +1,14 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { deleteTopicsMatching, eventually, jobTopics, produce, readAll } from '../helpers/kafka.js';
+import { eventually, jobTopics, produce, readAll } from '../helpers/kafka.js';
 import { assertExactRunningSums, RunningSumInput } from '../helpers/running-sum.js';
-import { allTasksRunning, metricSum, spawnWorker, type WorkerProcess } from '../helpers/workers.js';
+import {
+  allTasksRunning,
+  metricSum,
+  spawnWorker,
+  type WorkerProcess,
+  workerGroup,
+} from '../helpers/workers.js';
 
 const PARTITIONS = 4;
 /** Two sub-topologies (source → repartition, repartition → state): one task per partition each. */
@@ -22,29 +28,9 @@ test('scaling from 1 to 3 workers and back to 1 should move state with its parti
   timeout: 420_000,
 }, async (t) => {
   const { id, input, output, env } = await jobTopics('t-scale', PARTITIONS);
-  const live: WorkerProcess[] = [];
-  const start = (name: string) => {
-    const w = spawnWorker('running-sum', { name, env });
-    live.push(w);
-    return w;
-  };
-  t.after(async () => {
-    await Promise.all(live.map((w) => w.kill('SIGKILL')));
-    await deleteTopicsMatching(id);
-  });
-  // Each step is timed in the test's diagnostics; a failing step shows the workers' last logs.
-  const t0 = Date.now();
-  const step = async <T>(what: string, fn: () => Promise<T>): Promise<T> => {
-    const s0 = Date.now();
-    try {
-      const r = await fn();
-      t.diagnostic(`${what}: ${Date.now() - s0} ms (at ${Date.now() - t0} ms)`);
-      return r;
-    } catch (e) {
-      for (const w of live) console.error(`--- ${w.name} ---\n${w.logs.slice(-30).join('\n')}`);
-      throw new Error(`${what} failed after ${Date.now() - s0} ms: ${(e as Error).message}`, { cause: e });
-    }
-  };
+  const group = workerGroup(t, id);
+  const start = (name: string) => group.add(spawnWorker('running-sum', { name, env }));
+  const step = group.step;
   const data = new RunningSumInput({ seed: 5, keys: 50 });
   const a = start('a');
   await step('produce 10k', () => produce(input, data.next(10_000)));

@@ -4,7 +4,6 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import {
-  deleteTopicsMatching,
   eventually,
   jobTopics,
   produce,
@@ -14,7 +13,7 @@ import {
   withAdmin,
 } from '../helpers/kafka.js';
 import { rng } from '../helpers/running-sum.js';
-import { allTasksRunning, metricSum, spawnWorker, type WorkerProcess } from '../helpers/workers.js';
+import { allTasksRunning, metricSum, spawnWorker, workerGroup } from '../helpers/workers.js';
 
 const PARTITIONS = 3;
 const KEYS = 100;
@@ -107,28 +106,10 @@ test('mapState, listState and the DSL count, reduce and aggregate should give ex
   timeout: 420_000,
 }, async (t) => {
   const { id, input, output, env } = await jobTopics('t-prims', PARTITIONS);
-  const live: WorkerProcess[] = [];
-  const start = (name: string, stateDir: string) => {
-    const w = spawnWorker('state-primitives', { name, stateDir, env });
-    live.push(w);
-    return w;
-  };
-  t.after(async () => {
-    await Promise.all(live.map((w) => w.kill('SIGKILL')));
-    await deleteTopicsMatching(id);
-  });
-  const t0 = Date.now();
-  const step = async <T>(what: string, fn: () => Promise<T>): Promise<T> => {
-    const s0 = Date.now();
-    try {
-      const r = await fn();
-      t.diagnostic(`${what}: ${Date.now() - s0} ms (at ${Date.now() - t0} ms)`);
-      return r;
-    } catch (e) {
-      for (const w of live) console.error(`--- ${w.name} ---\n${w.logs.slice(-30).join('\n')}`);
-      throw new Error(`${what} failed after ${Date.now() - s0} ms: ${(e as Error).message}`, { cause: e });
-    }
-  };
+  const group = workerGroup(t, id);
+  const start = (name: string, stateDir: string) =>
+    group.add(spawnWorker('state-primitives', { name, stateDir, env }));
+  const step = group.step;
   // Two sub-topologies (source → repartition, repartition → state), one task per partition each.
   const TASKS = 2 * PARTITIONS;
   const model = new Model();

@@ -6,7 +6,6 @@ import { test } from 'node:test';
 import { Registry } from 'prom-client';
 import { loadConfig } from '../../../src/config/load.js';
 import { TaskCorruptedError } from '../../../src/errors.js';
-import { App, json, string } from '../../../src/index.js';
 import type { InRecord } from '../../../src/kafka/types.js';
 import { createLogger } from '../../../src/ops/logger.js';
 import { createWorkerMetrics } from '../../../src/ops/metrics.js';
@@ -14,20 +13,14 @@ import { openTaskState, type RocksTaskState, type StateContext } from '../../../
 import type { Task } from '../../../src/runtime/task.js';
 import { recordHash } from '../../../src/state/checkpoint-meta.js';
 import { RocksStore } from '../../../src/state/rocks-store.js';
+import { ordersJoinUsers } from '../../helpers/apps.js';
 
 /**
  * openTaskState against a fake changelog (admin offsets and a partition reader over an array):
  * which local folders it keeps, and which it wipes and restores.
  */
 function setup() {
-  const app = new App({ id: 'unit-open' });
-  const users = app.table('users', { key: string(), value: json<{ name: string }>() });
-  app
-    .stream('orders', { key: string(), value: json<{ n: number }>() })
-    .byKey()
-    .leftJoin(users, (o, u) => ({ ...o, name: u?.name ?? null }), { name: 'j' })
-    .to('out');
-  const sub = app.topology().subtopologies[0]!;
+  const sub = ordersJoinUsers('unit-open');
   assert.equal(sub.stores.length, 1);
   const store = sub.stores[0]!.name;
   const task = { id: '0_0', partition: 0, sub } as unknown as Task;

@@ -2,10 +2,10 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { Registry } from 'prom-client';
 import { loadConfig } from '../../../src/config/load.js';
-import { App, json, string } from '../../../src/index.js';
 import { createLogger } from '../../../src/ops/logger.js';
 import { createWorkerMetrics } from '../../../src/ops/metrics.js';
 import { Task, type TaskDeps } from '../../../src/runtime/task.js';
+import { ordersJoinUsers } from '../../helpers/apps.js';
 
 /**
  * A task with two inputs (a stream joined with a table) and a fake transactional producer whose
@@ -13,14 +13,7 @@ import { Task, type TaskDeps } from '../../../src/runtime/task.js';
  * be processed while the checkpoint of the other is in flight.
  */
 test('a checkpoint should keep the offsets and records processed while it was in flight for the next one', async () => {
-  const app = new App({ id: 'unit-task' });
-  const users = app.table('users', { key: string(), value: json<{ name: string }>() });
-  app
-    .stream('orders', { key: string(), value: json<{ n: number }>() })
-    .byKey()
-    .leftJoin(users, (o, u) => ({ ...o, name: u?.name ?? null }), { name: 'j' })
-    .to('out');
-  const sub = app.topology().subtopologies[0]!;
+  const sub = ordersJoinUsers('unit-task');
   const commits: Array<{ records: number; offsets: Array<{ topic: string; offset: string }> }> = [];
   let release: (e?: Error) => void = () => undefined;
   const producer = {
