@@ -251,21 +251,33 @@ test('overload advisor should recommend 3 workers for one worker at over twice i
   // Settle: λ's estimate follows the new rate and the backlog of the switch drains (while it
   // lasts, lag/τ asks for more workers, as it should).
   await sleep(8000);
-  // The advice must settle on 3 and hold for three evaluations in a row.
-  const samples: number[] = [];
+  // The advice must settle on 3 and hold for three evaluations in a row. C moves when the machine
+  // is shared (another test file runs beside this one): while U has drifted out of the band where
+  // 3 is the right answer, the rate is corrected again, at most every 8 s.
+  const samples: string[] = [];
   let status: any;
-  await eventually(
-    async () => {
-      samples.push(metricSum(await w1.metrics(), 'sluice_recommended_workers', { app: id }));
-      status = await w1.status(); // the same advice on /status
-      return (
-        samples.length >= 3 &&
-        samples.slice(-3).every((v) => v === 3) &&
-        status.overload.recommendedWorkers === 3
-      );
-    },
-    { timeoutMs: 45_000, intervalMs: 1000, what: 'sluice_recommended_workers = 3, three times in a row' },
-  );
+  let sinceCorrection = 0;
+  try {
+    await eventually(
+      async () => {
+        const advice = metricSum(await w1.metrics(), 'sluice_recommended_workers', { app: id });
+        status = await w1.status(); // the same advice on /status
+        const u: number = status.overload?.utilisation ?? 0;
+        samples.push(`${advice}@U=${u.toFixed(2)}`);
+        if (samples.length >= 3 && samples.slice(-3).every((v) => v.startsWith('3@')))
+          return status.overload.recommendedWorkers === 3;
+        if (++sinceCorrection >= 8 && u > 0 && (u < 1.9 || u > 2.5)) {
+          rate = (rate * target) / u;
+          p.setRate(rate);
+          sinceCorrection = 0;
+        }
+        return false;
+      },
+      { timeoutMs: 90_000, intervalMs: 1000, what: 'sluice_recommended_workers = 3, three times in a row' },
+    );
+  } catch (e) {
+    throw new Error(`${(e as Error).message}; advice@U over time: ${samples.join(' ')}`, { cause: e });
+  }
   t.diagnostic(`U=${u0.toFixed(2)} → rate ${rate.toFixed(0)}/s, overload ${JSON.stringify(status.overload)}`);
   t.diagnostic(`advice over time: ${samples.join(' ')}`);
   assert.equal(status.overload.recommendedWorkers, 3, '/status shows the advice too');
