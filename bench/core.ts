@@ -21,10 +21,10 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { appendFileSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { cpus, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { freePort } from '../src/dev/broker-process.js';
 import { createTopics, deleteTopicsMatching, testKafka, uniqueName } from '../test/helpers/kafka.js';
 import { metricSum } from '../test/helpers/workers.js';
 
@@ -98,17 +98,6 @@ const opts = parseOptions(process.argv.slice(2));
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const now = () => performance.now();
-
-async function freePort(): Promise<number> {
-  return new Promise((res, rej) => {
-    const s = createServer();
-    s.once('error', rej);
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => res(port));
-    });
-  });
-}
 
 /** Produces records fast: plain producer, acks=all, several batches in flight. */
 async function produceFast(

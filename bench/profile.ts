@@ -13,9 +13,10 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
+import { freePort } from '../src/dev/broker-process.js';
 import { createTopics, deleteTopicsMatching, uniqueName } from '../test/helpers/kafka.js';
 import { poller, produceFast } from './lib/kafka-io.js';
-import { freePort, root, sluiceJobPath } from './lib/procs.js';
+import { root, sluiceJobPath } from './lib/procs.js';
 import { eventMaker } from './workloads.js';
 
 interface Node {

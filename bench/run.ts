@@ -279,6 +279,19 @@ async function prepare(
   return { input, output, table, make, produceSeconds };
 }
 
+/** After a run, whatever happened: the system's process, the poller, the state dir and the run's topics. */
+async function cleanUp(
+  proc: Proc | undefined,
+  poll: { close(): Promise<void> },
+  stateDir: string,
+  id: string,
+) {
+  await proc?.kill('SIGKILL');
+  await poll.close();
+  rmSync(stateDir, { recursive: true, force: true });
+  await deleteTopicsMatching(id).catch(() => undefined);
+}
+
 async function runOne(
   system: SystemName,
   w: Workload,
@@ -409,10 +422,7 @@ async function runOne(
     res.error = (e as Error).message.split('\n')[0]!.split(':')[0];
     console.error(`  ${system} ${w.id} ${guarantee}: ${(e as Error).message}`);
   } finally {
-    await proc?.kill('SIGKILL');
-    await poll.close();
-    rmSync(stateDir, { recursive: true, force: true });
-    await deleteTopicsMatching(id).catch(() => undefined);
+    await cleanUp(proc, poll, stateDir, id);
   }
   return res;
 }
@@ -485,10 +495,7 @@ async function recovery(system: SystemName, keys: number, o: Options): Promise<R
     res.error = (e as Error).message.split('\n')[0];
     console.error(`  recovery ${system}: ${(e as Error).message}`);
   } finally {
-    await proc?.kill('SIGKILL');
-    await poll.close();
-    rmSync(stateDir, { recursive: true, force: true });
-    await deleteTopicsMatching(id).catch(() => undefined);
+    await cleanUp(proc, poll, stateDir, id);
   }
   return res;
 }

@@ -3,6 +3,10 @@
  * (and the two systems) read byte-identical topics. Values are JSON of 130–160 bytes.
  */
 
+import { prng } from '../examples/load-generator.js';
+
+export { prng };
+
 export interface BenchEvent {
   user: string;
   page: string;
@@ -10,18 +14,6 @@ export interface BenchEvent {
   amount: number;
   seq: number;
   pad: string;
-}
-
-/** mulberry32: a tiny seeded PRNG (uniform in [0, 1)). */
-export function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 /**

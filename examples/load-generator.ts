@@ -66,8 +66,11 @@ export const PAGES = [
 const USERS = 1000;
 const BOT_SHARE = 0.05;
 
-/** mulberry32: a tiny, good-enough seeded PRNG in [0, 1). */
-function prng(seed: number): () => number {
+/**
+ * mulberry32: a tiny, good-enough seeded PRNG in [0, 1). The bench and the tests draw their
+ * seeded inputs from it too.
+ */
+export function prng(seed: number): () => number {
   let a = seed >>> 0;
   return () => {
     a = (a + 0x6d2b79f5) >>> 0;

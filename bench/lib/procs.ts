@@ -5,9 +5,9 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { freePort } from '../../src/dev/broker-process.js';
 
 export const root = resolve(dirname(fileURLToPath(import.meta.url)), '../../..');
 export const PEER_DIR = join(root, 'bench/peers/kafka-streams');
@@ -60,17 +60,6 @@ export interface Proc {
   lines: string[];
   /** Sluice only: its /metrics URL */
   metricsUrl?: string;
-}
-
-export async function freePort(): Promise<number> {
-  return new Promise((res, rej) => {
-    const s = createServer();
-    s.once('error', rej);
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => res(port));
-    });
-  });
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

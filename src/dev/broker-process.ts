@@ -151,6 +151,11 @@ export async function freePorts(count: number): Promise<number[]> {
   }
 }
 
+/** One port the OS reports free on 127.0.0.1, as {@link freePorts}. */
+export async function freePort(): Promise<number> {
+  return (await freePorts(1))[0]!;
+}
+
 /**
  * A port the OS picked as free whose next port is free too: a local broker's client port, with the
  * controller on the port after it (the default layout). Free when this resolves, as with {@link freePorts}.

@@ -1,13 +1,8 @@
+import { prng } from '../../examples/load-generator.js';
+
 /** A small seeded PRNG (mulberry32): the same seed gives the same fuzz inputs on every machine. */
 export function rng(seed: number) {
-  let a = seed >>> 0;
-  const next = () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
+  const next = prng(seed);
   const int = (n: number) => Math.floor(next() * n);
   return {
     next,

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { prng } from '../../examples/load-generator.js';
 import type { ReadRecord, TestRecord } from './kafka.js';
 
 /**
@@ -9,15 +10,7 @@ import type { ReadRecord, TestRecord } from './kafka.js';
  */
 
 /** Deterministic pseudo-random numbers (mulberry32), so a failing run can be replayed. */
-export function rng(seed: number): () => number {
-  return () => {
-    seed |= 0;
-    seed = (seed + 0x6d2b79f5) | 0;
-    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+export const rng = prng;
 
 export interface RunningSumOut {
   k: string;

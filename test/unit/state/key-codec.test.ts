@@ -15,16 +15,7 @@ import {
   timerScanEnd,
   windowRange,
 } from '../../../src/state/key-codec.js';
-
-/** Seeded PRNG (mulberry32), so a failure reproduces. */
-function rng(seed: number): () => number {
-  return () => {
-    seed = (seed + 0x6d2b79f5) | 0;
-    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { rng } from '../../helpers/running-sum.js';
 
 function randomTs(r: () => number): number {
   switch (Math.floor(r() * 4)) {
