@@ -164,9 +164,9 @@ async function ensureTopic(kafka: Kafka, topic: string, partitions: number): Pro
   const admin = kafka.admin();
   await admin.connect();
   try {
-    if ((await admin.listTopics()).includes(topic)) return;
-    await admin.createTopics({ waitForLeaders: true, topics: [{ topic, numPartitions: partitions }] });
-    console.log(`created topic ${topic} (${partitions} partitions)`);
+    // false: it exists already.
+    if (await admin.createTopics({ waitForLeaders: true, topics: [{ topic, numPartitions: partitions }] }))
+      console.log(`created topic ${topic} (${partitions} partitions)`);
   } finally {
     await admin.disconnect();
   }

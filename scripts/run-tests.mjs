@@ -5,7 +5,8 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { freeBrokerPort, portInUse } from '../dist/src/dev/broker-process.js';
+import { freeBrokerPort, portInUse, signalGroup } from '../dist/src/dev/broker-process.js';
+import { runFiles } from '../dist/src/dev/kafka-config.js';
 import { startLocalKafka, stopLocalKafka } from '../dist/src/dev/local-kafka.js';
 
 const PORT_ENV = 'SLUICE_TEST_KAFKA_PORT_BASE';
@@ -146,8 +147,8 @@ async function stopBroker() {
 /** Kills the process group of the broker recorded in `dataDir`, if any (the exit handler must be synchronous). */
 function killLeftBroker(dataDir) {
   try {
-    const pid = Number(readFileSync(join(dataDir, 'broker.pid'), 'utf8').trim());
+    const pid = Number(readFileSync(runFiles(dataDir).pidFile, 'utf8').trim());
     // Never 0: kill(-0) would signal our own process group.
-    if (Number.isInteger(pid) && pid > 0) process.kill(-pid, 'SIGKILL');
+    if (Number.isInteger(pid) && pid > 0) signalGroup(pid, 'SIGKILL');
   } catch {}
 }

@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import { closeSync, openSync, readFileSync } from 'node:fs';
-import { type AddressInfo, createServer, type Server } from 'node:net';
+import { type AddressInfo, createServer } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 /** A process started by {@link spawnDetached}. */
@@ -127,38 +127,23 @@ export function portInUse(port: number): Promise<boolean> {
 }
 
 /**
- * `count` distinct ports on 127.0.0.1 that the OS picked as free, all held until the last is picked
- * so that none repeats. They are free when this resolves; another process may take one before the
- * caller binds it.
- *
- * @example
- * const [port, controllerPort] = await freePorts(2);
+ * A port on 127.0.0.1 that the OS picked as free. It is free when this resolves; another process
+ * may take it before the caller binds it.
  */
-export async function freePorts(count: number): Promise<number[]> {
-  const servers: Server[] = [];
-  try {
-    while (servers.length < count) {
-      const server = createServer();
-      servers.push(server);
-      await new Promise<void>((done, fail) => {
-        server.once('error', fail);
-        server.listen({ port: 0, host: '127.0.0.1', exclusive: true }, done);
-      });
-    }
-    return servers.map((s) => (s.address() as AddressInfo).port);
-  } finally {
-    await Promise.all(servers.map((s) => new Promise((done) => s.close(done))));
-  }
-}
-
-/** One port the OS reports free on 127.0.0.1, as {@link freePorts}. */
 export async function freePort(): Promise<number> {
-  return (await freePorts(1))[0]!;
+  const server = createServer();
+  await new Promise<void>((done, fail) => {
+    server.once('error', fail);
+    server.listen({ port: 0, host: '127.0.0.1', exclusive: true }, done);
+  });
+  const { port } = server.address() as AddressInfo;
+  await new Promise((done) => server.close(done));
+  return port;
 }
 
 /**
  * A port the OS picked as free whose next port is free too: a local broker's client port, with the
- * controller on the port after it (the default layout). Free when this resolves, as with {@link freePorts}.
+ * controller on the port after it (the default layout). Free when this resolves, as with {@link freePort}.
  *
  * @example
  * const port = await freeBrokerPort();
@@ -166,7 +151,7 @@ export async function freePort(): Promise<number> {
  */
 export async function freeBrokerPort(): Promise<number> {
   for (;;) {
-    const [port] = (await freePorts(1)) as [number];
+    const port = await freePort();
     if (port < 65535 && !(await portInUse(port + 1))) return port;
   }
 }

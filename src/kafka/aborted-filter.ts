@@ -66,7 +66,8 @@ const BATCH = require.resolve('kafkajs/src/consumer/batch.js');
 
 /**
  * True when kafkajs's Batch uses the filter above. False only if kafkajs's consumer was loaded
- * before this module: every src/kafka module that loads kafkajs imports this one first.
+ * before this module: every src/kafka module that loads kafkajs imports
+ * kafkajs-preload.ts, and with it this one, first.
  */
 export const abortedFilterInstalled: boolean = (() => {
   const batchLoadedBefore = require.cache[BATCH] !== undefined;

@@ -1,4 +1,4 @@
-import './kafkajs-patch.js';
+import './kafkajs-preload.js';
 import { type Admin, AssignerProtocol } from 'kafkajs';
 import type { MemberInfo } from './task-assigner.js';
 import type { TopicPartitionOffset, TopicSpec } from './types.js';

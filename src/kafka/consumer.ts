@@ -1,3 +1,4 @@
+import './kafkajs-preload.js';
 import type { Consumer, EachBatchPayload, Kafka } from 'kafkajs';
 import type { Logger } from '../ops/logger.js';
 import { createTaskAssigner, type MemberInfo, type TaskLayout } from './task-assigner.js';

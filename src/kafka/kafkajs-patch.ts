@@ -7,7 +7,8 @@
  * and returns the same object (partition → messages, in input order).
  *
  * kafkajs's `sendMessages.js` binds the function when it is first loaded, so this module must be
- * evaluated before kafkajs itself: every file of src/kafka that imports kafkajs imports this first.
+ * evaluated before kafkajs itself: every file of src/kafka that imports kafkajs imports it first,
+ * through kafkajs-preload.ts.
  * {@link kafkajsGroupingPatched} says whether that worked (a test checks it).
  */
 import { createRequire } from 'node:module';

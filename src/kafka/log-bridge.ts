@@ -1,7 +1,4 @@
-// First: kafkajs must load with the fixed read_committed filter (see aborted-filter.ts) and the
-// linear producer grouping (see kafkajs-patch.ts).
-import './aborted-filter.js';
-import './kafkajs-patch.js';
+import './kafkajs-preload.js';
 import { logLevel as kafkaLogLevel, type logCreator } from 'kafkajs';
 import type { Logger } from '../ops/logger.js';
 

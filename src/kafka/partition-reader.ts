@@ -1,3 +1,4 @@
+import './kafkajs-preload.js';
 import { createRequire } from 'node:module';
 import type { Kafka } from 'kafkajs';
 import type { InRecord } from './types.js';

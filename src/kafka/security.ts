@@ -1,3 +1,4 @@
+import './kafkajs-preload.js';
 import { readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { connect } from 'node:tls';

@@ -76,7 +76,6 @@ export class RocksTaskState implements TaskState {
   readonly stores: ReadonlyMap<string, StoreInfo>;
   #meta: CheckpointMeta;
   #pendingOps: WriteOp[] = [];
-  #pendingStores = new Set<string>();
   /**
    * Store → the last changelog record of the pending checkpoint (its fingerprint once written)
    * and how many records the checkpoint sends to the store's changelog.
@@ -162,10 +161,12 @@ export class RocksTaskState implements TaskState {
       let list = out.get(info.changelog);
       if (!list) out.set(info.changelog, (list = []));
       list.push({ key: e.key, value: bytes, partition, timestamp });
-      this.#pendingStores.add(e.store);
       // Sends keep each topic's order, so the last pushed gets the highest offset.
-      const count = (this.#pendingLast.get(e.store)?.count ?? 0) + 1;
-      this.#pendingLast.set(e.store, { key: e.key, value: bytes, timestamp, count });
+      let last = this.#pendingLast.get(e.store);
+      if (!last) this.#pendingLast.set(e.store, (last = { key: e.key, value: bytes, timestamp, count: 0 }));
+      last.key = e.key;
+      last.value = bytes;
+      last.count++;
     }
     this.#pendingOps = ops;
   }
@@ -181,14 +182,13 @@ export class RocksTaskState implements TaskState {
   async commitLocal(written: WrittenOffsets, inputOffsets: Record<string, string>): Promise<void> {
     const changelogOffsets = { ...this.#meta.changelogOffsets };
     const changelogLast = { ...this.#meta.changelogLast };
-    for (const store of this.#pendingStores) {
+    for (const [store, rec] of this.#pendingLast) {
       const info = this.stores.get(store)!;
       const last = written.get(`${info.changelog}:${this.#partition}`);
       if (last === undefined) continue;
-      const rec = this.#pendingLast.get(store);
       // Where this checkpoint's first changelog record landed: never below the stored offset in
       // the changelog the folder was built from.
-      const first = last - BigInt((rec?.count ?? 1) - 1);
+      const first = last - BigInt(rec.count - 1);
       const before = changelogOffsets[store];
       if (before !== undefined && first < BigInt(before)) {
         throw new TaskCorruptedError(
@@ -197,7 +197,7 @@ export class RocksTaskState implements TaskState {
         );
       }
       changelogOffsets[store] = (last + 1n).toString();
-      if (rec) changelogLast[store] = fingerprintOf({ ...rec, offset: last });
+      changelogLast[store] = fingerprintOf({ ...rec, offset: last });
     }
     const meta: CheckpointMeta = {
       version: 1,
@@ -210,7 +210,6 @@ export class RocksTaskState implements TaskState {
     this.#meta = meta;
     this.cache.markClean();
     this.#pendingOps = [];
-    this.#pendingStores.clear();
     this.#pendingLast.clear();
     // Writes made while the commit was in flight stay dirty (the cache keeps them) and pending.
     this.#writes -= this.#snapshotWrites;
@@ -375,6 +374,7 @@ export async function openTaskState(task: Task, ctx: StateContext): Promise<Task
         continue;
       }
       let n = 0;
+      let lastRecord: ChangelogRecordView | undefined;
       await reader.read({
         topic: info.changelog,
         partition: task.partition,
@@ -387,21 +387,19 @@ export async function openTaskState(task: Task, ctx: StateContext): Promise<Task
             value: rec.value,
           }));
           rocks.writeSync(ops);
-          changelogLast[name] = fingerprintOf(records[records.length - 1]!);
+          lastRecord = records[records.length - 1];
           n += records.length;
           remaining -= BigInt(records.length);
-          if (task.restoreProgress) task.restoreProgress.remaining = Number(remaining > 0n ? remaining : 0n);
-          ctx.metrics.restoreRemaining.set(
-            { app: ctx.appId, task: task.id },
-            Number(remaining > 0n ? remaining : 0n),
-          );
+          const left = Number(remaining > 0n ? remaining : 0n);
+          if (task.restoreProgress) task.restoreProgress.remaining = left;
+          ctx.metrics.restoreRemaining.set({ app: ctx.appId, task: task.id }, left);
           if (Date.now() >= nextReport) {
             nextReport = Date.now() + RESTORE_REPORT_MS;
             const seconds = (Date.now() - started) / 1000;
             ctx.logger.info(
               {
                 replayed: total + n,
-                remaining: Number(remaining > 0n ? remaining : 0n),
+                remaining: left,
                 perSecond: Math.round((total + n) / seconds),
               },
               'restoring state from changelog',
@@ -409,6 +407,8 @@ export async function openTaskState(task: Task, ctx: StateContext): Promise<Task
           }
         },
       });
+      // The fingerprint of the last record replayed (hashed once, not per batch).
+      if (lastRecord) changelogLast[name] = fingerprintOf(lastRecord);
       total += n;
       ctx.metrics.restoreRecords.inc({ app: ctx.appId, store: name }, n);
       meta.changelogOffsets[name] = r.high.toString();

@@ -1,5 +1,5 @@
 // First: the test readers use kafkajs with the fixed read_committed filter, like the workers.
-import '../../src/kafka/aborted-filter.js';
+import '../../src/kafka/kafkajs-preload.js';
 import { randomBytes } from 'node:crypto';
 import { createRequire } from 'node:module';
 import type { Admin, Kafka as KafkaType, Producer } from 'kafkajs';
