@@ -97,37 +97,30 @@ function bare(node: GraphNode, rc: MutableRecordContext): Op {
   }
 }
 
+/** The bench chain's input operator, compiled as a task compiles it, with or without counts and costs. */
+function compiled(counts?: Float64Array, costs?: OperatorCostSampler) {
+  return compileOperators(
+    sub.sources,
+    new MutableRecordContext(),
+    emitter,
+    noState,
+    undefined,
+    counts,
+    undefined,
+    costs,
+  ).get('in')!;
+}
+
 const variants: Record<string, Record<string, () => number>> = {
   counts: {
-    'without counters': () =>
-      rate(compileOperators(sub.sources, new MutableRecordContext(), emitter, noState).get('in')!),
-    'with counters': () =>
-      rate(
-        compileOperators(
-          sub.sources,
-          new MutableRecordContext(),
-          emitter,
-          noState,
-          undefined,
-          new Float64Array(16),
-        ).get('in')!,
-      ),
+    'without counters': () => rate(compiled()),
+    'with counters': () => rate(compiled(new Float64Array(16))),
   },
   wrappers: {
     bare: () => rate(bare(sub.sources.get('in')!, new MutableRecordContext())),
     instrumented: () => {
       const costs = new OperatorCostSampler();
-      const op = compileOperators(
-        sub.sources,
-        new MutableRecordContext(),
-        emitter,
-        noState,
-        undefined,
-        new Float64Array(16),
-        undefined,
-        costs,
-      ).get('in')!;
-      return rate(op, costs);
+      return rate(compiled(new Float64Array(16), costs), costs);
     },
   },
 };
