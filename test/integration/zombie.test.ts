@@ -1,0 +1,133 @@
+import assert from 'node:assert/strict';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { readCommittedWithJava } from '../../bench/java-reader.js';
+import { brokers, jobTopics, produce, type ReadRecord } from '../helpers/kafka.js';
+import { assertExactRunningSums, RunningSumInput, rng } from '../helpers/running-sum.js';
+import { spawnWorker, type WorkerProcess, workerGroup } from '../helpers/workers.js';
+
+/**
+ * Zombies: a worker frozen (SIGSTOP) past its session timeout loses its tasks to the others, and
+ * is thawed (SIGCONT) while they restore, still believing it owns them, with fetched records in
+ * hand and maybe a transaction open. Mixed with SIGKILLs. The output, read by Kafka's own Java
+ * console consumer (read_committed, not kafkajs), must hold every running sum exactly once, in
+ * order, with exact values.
+ *
+ * Sized for CI (2 cores): TEST_ZOMBIE_PAUSES pauses (default 10) and TEST_ZOMBIE_RECORDS input
+ * records (default 120k). bench/zombie-soak.ts runs it longer.
+ */
+const PAUSES = Number(process.env.TEST_ZOMBIE_PAUSES ?? 10);
+const KILLS = Number(process.env.TEST_ZOMBIE_KILLS ?? 2);
+const N = Number(process.env.TEST_ZOMBIE_RECORDS ?? 120_000);
+const KEYS = 2000;
+const SESSION_MS = 6000;
+const WORKERS = 3;
+const PARTITIONS = 6;
+const SEED = Number(process.env.TEST_ZOMBIE_SEED ?? 1234);
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+test('exactly-once should hold through zombies (SIGSTOP past the session, SIGCONT while others restore) and SIGKILLs', {
+  timeout: 600_000,
+}, async (t) => {
+  const chaos = rng(SEED + 1);
+  const { id, input, output, env } = await jobTopics('t-zombie', PARTITIONS);
+  const group = workerGroup(t, id);
+  const args = [
+    '--processing.guarantee',
+    'exactly_once',
+    '--kafka.sessionTimeoutMs',
+    String(SESSION_MS),
+    '--kafka.heartbeatIntervalMs',
+    '1000',
+    '--log-level',
+    'info',
+  ];
+  const slots = Array.from({ length: WORKERS }, (_, i) => ({
+    name: `w${i}`,
+    stateDir: mkdtempSync(join(tmpdir(), `sluice-zombie-${i}-`)),
+  }));
+  const workers: WorkerProcess[] = slots.map((s) => group.add(spawnWorker('running-sum', { ...s, env, args })));
+  const inputGen = new RunningSumInput({ seed: SEED, keys: KEYS });
+
+  // The schedule: PAUSES freezes and KILLS kills, shuffled, each on a random worker.
+  const events: Array<'pause' | 'kill'> = [
+    ...Array.from({ length: PAUSES }, () => 'pause' as const),
+    ...Array.from({ length: KILLS }, () => 'kill' as const),
+  ];
+  for (let i = events.length - 1; i > 0; i--) {
+    const j = Math.floor(chaos() * (i + 1));
+    [events[i], events[j]] = [events[j]!, events[i]!];
+  }
+  let producing = true;
+  const producer = (async () => {
+    // Input flows for the whole chaos phase, in small slices.
+    const slices = 60;
+    const per = Math.ceil(N / slices);
+    for (let s = 0; s < slices; s++) {
+      await produce(input, inputGen.next(Math.min(per, N - inputGen.count)));
+      if (producing) await sleep(1000 + chaos() * 1000);
+    }
+  })();
+  const done: string[] = [];
+  try {
+    await group.step('all workers serve HTTP', () => Promise.all(workers.map((w) => w.url())));
+    await sleep(3000);
+    for (const ev of events) {
+      const victim = Math.floor(chaos() * WORKERS);
+      const w = workers[victim]!;
+      if (ev === 'pause') {
+        // Frozen past the session: the group drops it and the others take its tasks. Thawed as
+        // soon as another worker was given tasks (so while it fences, restores and reads its
+        // offsets), it still thinks it owns them, with records in hand and maybe a transaction
+        // open: the moment a missing fence or a short restore shows.
+        const frozenAt = Date.now();
+        const marks = workers.map((o) => o.logs.length);
+        w.child.kill('SIGSTOP');
+        const takenOver = () =>
+          workers.some(
+            (o, i) => o !== w && o.logs.slice(marks[i]).some((l) => l.includes('"msg":"assignment"') && !l.includes('"added":[]')),
+          );
+        while (Date.now() - frozenAt < SESSION_MS + 10_000 && !(Date.now() - frozenAt > SESSION_MS && takenOver()))
+          await sleep(20);
+        await sleep(Math.floor(chaos() * 400));
+        w.child.kill('SIGCONT');
+        done.push(`${w.name}:stop${Date.now() - frozenAt}${takenOver() ? '' : '(no takeover)'}`);
+      } else {
+        await w.kill('SIGKILL');
+        workers[victim] = group.add(spawnWorker('running-sum', { ...slots[victim]!, env, args }));
+        done.push(`${w.name}:kill`);
+      }
+      await sleep(1500 + chaos() * 3500);
+    }
+    producing = false;
+    await producer;
+    t.diagnostic(`events: ${done.join(' ')}; ${inputGen.count} records`);
+    assert.equal(done.filter((e) => e.includes(':stop')).length, PAUSES);
+
+    // Wait until the output holds every update, read by Kafka's own consumer (read_committed).
+    const want = inputGen.count;
+    let out: ReadRecord[] = [];
+    const t0 = Date.now();
+    while (Date.now() - t0 < 240_000) {
+      const java = await readCommittedWithJava(brokers().join(','), output, { withValues: true });
+      out = java.map((r) => ({
+        key: null,
+        value: r.value,
+        partition: r.partition,
+        offset: String(r.offset),
+        headers: r.headers,
+      }));
+      if (out.length >= want) break;
+      await sleep(3000);
+    }
+    if (out.length !== want) for (const w of workers) console.error(`--- ${w.name} ---\n${w.logs.slice(-40).join('\n')}`);
+    assertExactRunningSums(out, inputGen.expected);
+  } finally {
+    producing = false;
+    for (const w of workers) w.child.kill('SIGCONT');
+    await producer.catch(() => undefined);
+  }
+});
