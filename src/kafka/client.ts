@@ -78,8 +78,9 @@ export class KafkaClient {
   }
 
   /**
-   * A transactional producer. Connecting it runs InitProducerId, which fences any earlier
-   * producer with the same id and aborts (or waits out) its open transaction.
+   * A transactional producer, fenced: when this resolves, InitProducerId with `transactionalId`
+   * has bumped the epoch, so no earlier producer with the same id can commit any more, and its
+   * open transaction is aborted (see {@link TransactionalProducer.fence}).
    */
   async transactionalProducer(transactionalId: string): Promise<TransactionalProducer> {
     const p: Producer = this.kafka.producer({
@@ -90,7 +91,14 @@ export class KafkaClient {
       transactionTimeout: 60_000,
     });
     await p.connect();
-    return new TransactionalProducer(p, transactionalId);
+    const tp = new TransactionalProducer(p, transactionalId);
+    try {
+      await tp.fence();
+    } catch (e) {
+      await tp.close();
+      throw e;
+    }
+    return tp;
   }
 
   /** A reader of single partitions outside any group (changelog restore). Close it after use. */

@@ -1,6 +1,7 @@
 import './kafkajs-preload.js';
 import { createRequire } from 'node:module';
 import type { Kafka } from 'kafkajs';
+import { SluiceError } from '../errors.js';
 import type { InRecord } from './types.js';
 
 /*
@@ -17,6 +18,7 @@ const Batch = require('kafkajs/src/consumer/batch') as new (
   partitionData: any,
 ) => { messages: InRecord[]; isEmpty(): boolean; lastOffset(): string };
 
+const READ_UNCOMMITTED = 0;
 const READ_COMMITTED = 1;
 const CREATE_CLUSTER = (kafka: Kafka) => {
   const sym = Object.getOwnPropertySymbols(kafka).find(
@@ -37,6 +39,29 @@ export interface PartitionReadOptions {
   onRecords(records: InRecord[]): void | Promise<void>;
   maxBytes?: number;
   signal?: AbortSignal;
+  /** How long the log may make no progress below `to` before the read fails (default 30 s). */
+  stallTimeoutMs?: number;
+}
+
+/**
+ * How long a read waits for the log to move past an offset below its end. A restore reads up to
+ * the end offset taken after the task's fence, when no transaction of an earlier owner can be
+ * open any more, so a stall means something is wrong (a foreign transactional writer, a log
+ * truncated under the reader); it must fail rather than call a partial state restored. The
+ * value is generous against a broker that is slow to write the markers of the fenced
+ * transaction; the task's init is retried with backoff after it.
+ */
+const DEFAULT_STALL_MS = 30_000;
+
+/** A partition read could not reach its end offset. */
+export class RestoreIncompleteError extends SluiceError {
+  constructor(o: PartitionReadOptions, reached: bigint, why: string) {
+    super(
+      'SLUICE_RESTORE_INCOMPLETE',
+      `cannot read ${o.topic}/${o.partition} to offset ${o.to}: stopped at ${reached} (${why})`,
+      { retriable: true },
+    );
+  }
 }
 
 /** Reads one partition from an offset to an end offset with read_committed, outside any group. */
@@ -56,13 +81,56 @@ export class PartitionReader {
     await this.#cluster.addTargetTopic(topic);
   }
 
-  /** Returns the number of records delivered. */
+  /**
+   * The partition's log start and log end (high watermark, read_uncommitted): the end a restore
+   * must reach. The admin's offsets are read_committed in kafkajs, i.e. the last stable offset,
+   * which an open transaction holds back; a restore that stopped there would call state
+   * restored that lacks what that transaction commits a moment later.
+   */
+  async endOffsets(topic: string, partition: number): Promise<{ low: bigint; high: bigint }> {
+    await this.#connect(topic);
+    const list = async (timestamp: number): Promise<bigint> => {
+      for (let attempt = 0; ; attempt++) {
+        const leaders = this.#cluster.findLeaderForPartitions(topic, [partition]) as Record<string, number[]>;
+        const nodeId = Object.keys(leaders)[0];
+        try {
+          if (nodeId === undefined) throw new Error(`no leader for ${topic}/${partition}`);
+          const broker = await this.#cluster.findBroker({ nodeId });
+          const r = await broker.listOffsets({
+            replicaId: -1,
+            isolationLevel: READ_UNCOMMITTED,
+            topics: [{ topic, partitions: [{ partition, timestamp }] }],
+          });
+          const p = r.responses?.[0]?.partitions?.[0];
+          if (!p || (p.errorCode && p.errorCode !== 0))
+            throw new Error(`list offsets ${topic}/${partition} failed with error code ${p?.errorCode}`);
+          return BigInt(p.offset);
+        } catch (e) {
+          if (attempt >= 10) throw e;
+          await this.#cluster.refreshMetadata().catch(() => undefined);
+          await new Promise((r) => setTimeout(r, 200 * (attempt + 1)));
+        }
+      }
+    };
+    const [low, high] = await Promise.all([list(-2), list(-1)]);
+    return { low, high };
+  }
+
+  /**
+   * Reads `[from, to)` and returns the number of records delivered. It returns only once every
+   * offset below `to` was passed (records, control records, aborted data and compaction gaps
+   * alike); when the log makes no progress for `stallTimeoutMs` (an open transaction holding
+   * the last stable offset below `to`, a log truncated under the reader), it throws
+   * {@link RestoreIncompleteError} instead of pretending it got there.
+   */
   async read(o: PartitionReadOptions): Promise<number> {
     if (o.from >= o.to) return 0;
     await this.#connect(o.topic);
+    const stallMs = o.stallTimeoutMs ?? DEFAULT_STALL_MS;
     let offset = o.from;
     let delivered = 0;
-    let emptyRounds = 0;
+    let progressAt = Date.now();
+    let lastStable: string | undefined;
     while (offset < o.to) {
       if (o.signal?.aborted) throw new Error('restore aborted');
       const leaders = this.#cluster.findLeaderForPartitions(o.topic, [o.partition]) as Record<
@@ -71,7 +139,10 @@ export class PartitionReader {
       >;
       const nodeId = Object.keys(leaders)[0];
       if (nodeId === undefined) {
+        if (Date.now() - progressAt > stallMs)
+          throw new RestoreIncompleteError(o, offset, `no leader for ${o.topic}/${o.partition}`);
         await this.#cluster.refreshMetadata();
+        await new Promise((r) => setTimeout(r, 100));
         continue;
       }
       const broker = await this.#cluster.findBroker({ nodeId });
@@ -109,14 +180,19 @@ export class PartitionReader {
       const lastRaw = raw.length > 0 ? BigInt(raw[raw.length - 1]!.offset) : undefined;
       if (lastRaw !== undefined && lastRaw >= offset) {
         offset = lastRaw + 1n;
-        emptyRounds = 0;
-      } else {
-        // Nothing at this offset (a gap left by compaction or a transaction marker beyond the
-        // last stable offset): stop when the log has nothing more for us below `to`.
-        const lso = BigInt(pd.lastStableOffset ?? pd.highWatermark ?? '0');
-        if (lso <= offset || ++emptyRounds > 50) break;
-        await new Promise((r) => setTimeout(r, 50));
+        progressAt = Date.now();
+        continue;
       }
+      // Nothing readable at this offset although it lies below `to`: the last stable offset is
+      // below it (a transaction still open) or the log shrank. Wait for it, not for ever.
+      lastStable = String(pd.lastStableOffset ?? pd.highWatermark ?? '?');
+      if (Date.now() - progressAt > stallMs)
+        throw new RestoreIncompleteError(
+          o,
+          offset,
+          `nothing readable at ${offset} for ${stallMs} ms (last stable offset ${lastStable}, high watermark ${String(pd.highWatermark)})`,
+        );
+      await new Promise((r) => setTimeout(r, 50));
     }
     return delivered;
   }

@@ -76,6 +76,33 @@ function lastOffsets(
   return out;
 }
 
+/**
+ * Broker errors that mean "another producer with this transactional id took over": the epoch
+ * was bumped by a newer InitProducerId (INVALID_PRODUCER_EPOCH 47, PRODUCER_FENCED 90, which
+ * kafkajs 2.2.4 does not name), or the transactional id's producer id mapping is gone
+ * (INVALID_PRODUCER_ID_MAPPING 49: it expired, or a newer owner's fence replaced it). Kafka
+ * Streams turns all three into TaskMigratedException. kafkajs wraps broker errors (a
+ * non-retriable or an exhausted retry) with the original as `cause`, so the chain is walked.
+ */
+const FENCED_TYPES = new Set(['INVALID_PRODUCER_EPOCH', 'PRODUCER_FENCED', 'INVALID_PRODUCER_ID_MAPPING']);
+const FENCED_CODES = new Set([47, 49, 90]);
+
+export function isFencedError(e: unknown): boolean {
+  const seen = new Set<unknown>();
+  let cur: unknown = e;
+  while (cur !== null && typeof cur === 'object' && !seen.has(cur)) {
+    seen.add(cur);
+    const x = cur as { type?: unknown; code?: unknown; cause?: unknown; originalError?: unknown };
+    if (typeof x.type === 'string' && FENCED_TYPES.has(x.type)) return true;
+    if (typeof x.code === 'number' && FENCED_CODES.has(x.code)) return true;
+    if (Array.isArray((cur as { errors?: unknown }).errors)) {
+      if (((cur as { errors: unknown[] }).errors).some((inner) => isFencedError(inner))) return true;
+    }
+    cur = x.cause ?? x.originalError;
+  }
+  return false;
+}
+
 /** An idempotent producer for at-least-once: send, wait for acks=all. */
 export class PlainProducer {
   readonly #p: Producer;
@@ -106,6 +133,25 @@ export class TransactionalProducer {
   constructor(p: Producer, id: string) {
     this.#p = p;
     this.id = id;
+  }
+
+  /**
+   * The fence: InitProducerId **with the transactional id**. The coordinator bumps the epoch, so
+   * every earlier producer of this id (a zombie that still thinks it owns the task) is refused
+   * from now on, and it aborts (or waits out) that producer's open transaction before answering
+   * (kafkajs retries CONCURRENT_TRANSACTIONS until then). Once this returns, no transaction of a
+   * previous owner can commit, so what the task reads next (changelog ends, committed offsets)
+   * is final.
+   *
+   * kafkajs's `connect()` does not do this: it runs InitProducerId through its idempotent,
+   * non-transactional manager, without the transactional id. Its transactional manager sends
+   * InitProducerId on the first `transaction()`; an empty transaction ended at once sends no
+   * EndTxn (nothing was added to it), so this costs one round trip to the transaction
+   * coordinator and leaves the producer ready, with the new epoch, for the first checkpoint.
+   */
+  async fence(): Promise<void> {
+    const tx = await this.#p.transaction();
+    await tx.abort();
   }
 
   /** Rejects the transaction in flight at once (set while one is). */
