@@ -96,7 +96,7 @@ export function isFencedError(e: unknown): boolean {
     if (typeof x.type === 'string' && FENCED_TYPES.has(x.type)) return true;
     if (typeof x.code === 'number' && FENCED_CODES.has(x.code)) return true;
     if (Array.isArray((cur as { errors?: unknown }).errors)) {
-      if (((cur as { errors: unknown[] }).errors).some((inner) => isFencedError(inner))) return true;
+      if ((cur as { errors: unknown[] }).errors.some((inner) => isFencedError(inner))) return true;
     }
     cur = x.cause ?? x.originalError;
   }

@@ -4,7 +4,16 @@ import { readCommittedWithJava } from '../../bench/java-reader.js';
 import { KafkaClient } from '../../src/kafka/client.js';
 import { RestoreIncompleteError } from '../../src/kafka/partition-reader.js';
 import { createLogger } from '../../src/ops/logger.js';
-import { brokers, createTopics, deleteTopicsMatching, eventually, jobTopics, produce, testKafka, uniqueName } from '../helpers/kafka.js';
+import {
+  brokers,
+  createTopics,
+  deleteTopicsMatching,
+  eventually,
+  jobTopics,
+  produce,
+  testKafka,
+  uniqueName,
+} from '../helpers/kafka.js';
 import { allTasksRunning, spawnWorker, workerGroup } from '../helpers/workers.js';
 
 const quiet = () => createLogger({ level: 'silent', format: 'json' });
@@ -27,11 +36,18 @@ test('a live old owner with an open transaction cannot commit once the new owner
   // id, a transaction open with a record in the output topic.
   const { id, input, output, env } = await jobTopics('t-fence', 1);
   const group = workerGroup(t, id);
-  const old = testKafka().producer({ transactionalId: `${id}-1_0`, idempotent: true, maxInFlightRequests: 1 });
+  const old = testKafka().producer({
+    transactionalId: `${id}-1_0`,
+    idempotent: true,
+    maxInFlightRequests: 1,
+  });
   await old.connect();
   t.after(() => old.disconnect().catch(() => undefined));
   const tx = await old.transaction();
-  await tx.send({ topic: output, messages: [{ key: 'zombie', value: JSON.stringify({ k: 'zombie', sum: -1, n: -1, seq: -1 }) }] });
+  await tx.send({
+    topic: output,
+    messages: [{ key: 'zombie', value: JSON.stringify({ k: 'zombie', sum: -1, n: -1, seq: -1 }) }],
+  });
 
   // The new owner: a worker given the task. Its init must fence before it restores.
   const w = group.add(spawnWorker('running-sum', { name: 'new-owner', env, args: ['--log-level', 'info'] }));
@@ -54,13 +70,22 @@ test('a live old owner with an open transaction cannot commit once the new owner
   );
 });
 
-test('a restore that cannot reach the end offset fails instead of completing', { timeout: 60_000 }, async (t) => {
+test('a restore that cannot reach the end offset fails instead of completing', {
+  timeout: 60_000,
+}, async (t) => {
   // A partition whose last stable offset stays below its end: a foreign transaction left open.
   const topic = uniqueName('t-restore-stall');
   await createTopics([{ topic, partitions: 1 }]);
   t.after(() => deleteTopicsMatching(topic));
-  await produce(topic, [{ key: 'a', value: '1' }, { key: 'b', value: '2' }]);
-  const p = testKafka().producer({ transactionalId: uniqueName('t-open'), idempotent: true, maxInFlightRequests: 1 });
+  await produce(topic, [
+    { key: 'a', value: '1' },
+    { key: 'b', value: '2' },
+  ]);
+  const p = testKafka().producer({
+    transactionalId: uniqueName('t-open'),
+    idempotent: true,
+    maxInFlightRequests: 1,
+  });
   await p.connect();
   t.after(async () => {
     await tx.abort().catch(() => undefined);

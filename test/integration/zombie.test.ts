@@ -49,7 +49,9 @@ test('exactly-once should hold through zombies (SIGSTOP past the session, SIGCON
     name: `w${i}`,
     stateDir: mkdtempSync(join(tmpdir(), `sluice-zombie-${i}-`)),
   }));
-  const workers: WorkerProcess[] = slots.map((s) => group.add(spawnWorker('running-sum', { ...s, env, args })));
+  const workers: WorkerProcess[] = slots.map((s) =>
+    group.add(spawnWorker('running-sum', { ...s, env, args })),
+  );
   const inputGen = new RunningSumInput({ seed: SEED, keys: KEYS });
 
   // The schedule: PAUSES freezes and KILLS kills, shuffled, each on a random worker.
@@ -88,9 +90,16 @@ test('exactly-once should hold through zombies (SIGSTOP past the session, SIGCON
         w.child.kill('SIGSTOP');
         const takenOver = () =>
           workers.some(
-            (o, i) => o !== w && o.logs.slice(marks[i]).some((l) => l.includes('"msg":"assignment"') && !l.includes('"added":[]')),
+            (o, i) =>
+              o !== w &&
+              o.logs
+                .slice(marks[i])
+                .some((l) => l.includes('"msg":"assignment"') && !l.includes('"added":[]')),
           );
-        while (Date.now() - frozenAt < SESSION_MS + 10_000 && !(Date.now() - frozenAt > SESSION_MS && takenOver()))
+        while (
+          Date.now() - frozenAt < SESSION_MS + 10_000 &&
+          !(Date.now() - frozenAt > SESSION_MS && takenOver())
+        )
           await sleep(20);
         await sleep(Math.floor(chaos() * 400));
         w.child.kill('SIGCONT');
@@ -123,7 +132,8 @@ test('exactly-once should hold through zombies (SIGSTOP past the session, SIGCON
       if (out.length >= want) break;
       await sleep(3000);
     }
-    if (out.length !== want) for (const w of workers) console.error(`--- ${w.name} ---\n${w.logs.slice(-40).join('\n')}`);
+    if (out.length !== want)
+      for (const w of workers) console.error(`--- ${w.name} ---\n${w.logs.slice(-40).join('\n')}`);
     assertExactRunningSums(out, inputGen.expected);
   } finally {
     producing = false;

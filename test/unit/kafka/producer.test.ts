@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { TransactionalProducer } from '../../../src/kafka/producer.js';
+import { isFencedError, TransactionalProducer } from '../../../src/kafka/producer.js';
 
 /**
  * kafkajs retries some transactional errors for a long time (AddPartitionsToTxn for a deleted
@@ -30,4 +30,40 @@ test('closing a transactional producer should fail its transaction in flight at 
   await assert.rejects(pending, /closed while its transaction was in flight/);
   assert.equal(p.inTransaction, false);
   assert.deepEqual(calls, ['disconnect', 'abort'], 'the abort is tried, not waited for; no commit');
+});
+
+test('a fenced producer should be told from other failures, through kafkajs wrappers', async () => {
+  const { createRequire } = await import('node:module');
+  const require = createRequire(import.meta.url);
+  const { KafkaJSProtocolError, KafkaJSNonRetriableError, KafkaJSNumberOfRetriesExceeded } =
+    require('kafkajs') as typeof import('kafkajs');
+  const proto = (type: string, code: number) =>
+    new KafkaJSProtocolError({ type, code, message: type, retriable: false } as any);
+  const epoch = proto('INVALID_PRODUCER_EPOCH', 47);
+  assert.equal(isFencedError(epoch), true);
+  assert.equal(isFencedError(new (KafkaJSNonRetriableError as any)(epoch, { cause: epoch })), true);
+  assert.equal(isFencedError(new KafkaJSNumberOfRetriesExceeded(epoch, { cause: epoch } as any)), true);
+  // PRODUCER_FENCED (90) is unknown to kafkajs 2.2.4: it arrives by code only.
+  assert.equal(isFencedError(proto('UNKNOWN', 90)), true);
+  assert.equal(isFencedError(proto('INVALID_PRODUCER_ID_MAPPING', 49)), true);
+  assert.equal(isFencedError(proto('NOT_COORDINATOR', 16)), false);
+  assert.equal(isFencedError(new Error('connection closed')), false);
+  assert.equal(isFencedError(undefined), false);
+  // A node error code (a string) is not a Kafka error code.
+  assert.equal(isFencedError(Object.assign(new Error('x'), { code: 'ECONNRESET' })), false);
+});
+
+test('making a transactional producer should fence: InitProducerId with its transactional id before it is handed out', async () => {
+  const calls: string[] = [];
+  const raw = {
+    transaction: async () => {
+      calls.push('transaction');
+      return { abort: async () => calls.push('abort') };
+    },
+    disconnect: async () => calls.push('disconnect'),
+  };
+  const p = new TransactionalProducer(raw as any, 'app-1_0');
+  await p.fence();
+  // kafkajs's transaction() runs InitProducerId with the id; the empty abort sends no EndTxn.
+  assert.deepEqual(calls, ['transaction', 'abort']);
 });
