@@ -8,7 +8,7 @@ import { createLogger, type Logger } from '../ops/logger.js';
 import { createRegistry } from '../ops/metrics.js';
 import { secretsOf } from '../ops/redact.js';
 import { workerRoutes } from './http-routes.js';
-import { openTaskState } from './state-runtime.js';
+import { openTaskState } from './restore.js';
 import { Worker } from './worker.js';
 
 export interface RunningWorker {
