@@ -8,16 +8,16 @@ import type { BatchContext, GroupConsumer } from '../kafka/consumer.js';
 import type { PlainProducer } from '../kafka/producer.js';
 import { isAuthError } from '../kafka/security.js';
 import { type MemberInfo, taskIdOf } from '../kafka/task-assigner.js';
+import { GroupView } from '../ops/group-view.js';
 import type { Logger } from '../ops/logger.js';
 import { createWorkerMetrics, initWorkerMetrics, type WorkerMetrics } from '../ops/metrics.js';
+import { buildStatus, type StatusSection } from '../ops/status.js';
 import { OverloadController } from '../overload/controller.js';
 import { validateOverload } from '../overload/validate.js';
 import { StateIoError } from '../state/errors.js';
 import type { Topology } from '../topology/build.js';
 import { ChangelogWatch } from './changelog-watch.js';
-import { GroupView } from './group-view.js';
 import { InputRateMeter } from './input-rate.js';
-import { buildStatus, type StatusSection } from './status.js';
 import type { Task } from './task.js';
 import { type OpenState, TaskManager, type WorkerParts } from './task-manager.js';
 import { type PartitionPlan, prepareTopics } from './topics.js';
@@ -379,7 +379,7 @@ export class Worker {
     this.logger.info('worker stopped');
   }
 
-  /** For /status (see status.ts). */
+  /** For /status (see ops/status.ts). */
   status(): Record<string, unknown> {
     return buildStatus(this);
   }
