@@ -1,4 +1,9 @@
+import { OperatorError, SerdeError, SluiceError, safeString } from '../errors.js';
 import type { Headers, InRecord } from '../kafka/types.js';
+import type { Logger } from '../ops/logger.js';
+import type { WorkerMetrics } from '../ops/metrics.js';
+import type { ErrorPolicy } from '../topology/nodes.js';
+import type { Emitter } from './operators.js';
 
 export type { ErrorPolicy } from '../topology/nodes.js';
 
@@ -32,4 +37,53 @@ export function deadLetterRecord(
   if (src.operator !== undefined) headers[DLQ_HEADERS.operator] = src.operator;
   else delete headers[DLQ_HEADERS.operator];
   return { key: r.key, value: r.value, headers };
+}
+
+/** What the error policy of a task needs: where the record came from, and where dead letters go. */
+export interface DeadLetterContext {
+  appId: string;
+  partition: number;
+  /** The app's policy (`processing.errorPolicy`); an operator's own `onError` wins over it. */
+  policy: ErrorPolicy;
+  logger: Logger;
+  metrics: WorkerMetrics;
+  emitter: Emitter;
+  deadLetterTopic: string;
+  /** Error signatures logged already (a bad record is logged once per kind). */
+  seen: Set<string>;
+}
+
+/**
+ * Applies the error policy to a record that failed to deserialize or in an operator: `fail`
+ * throws (the worker fails), `skip` and `dlq` count and log it once per kind, `dlq` also
+ * emits its dead-letter copy.
+ */
+export function applyErrorPolicy(c: DeadLetterContext, topic: string, r: InRecord, err: unknown): void {
+  // An operator's own policy (`onError`) wins over the app's; the headers name the user's error.
+  const op = err instanceof OperatorError ? err : undefined;
+  const policy = op?.policy ?? c.policy;
+  const cause = op ? op.cause : err;
+  const kind = op || !(err instanceof SerdeError) ? 'operator' : 'deserialize';
+  const e = cause instanceof Error ? cause : new Error(safeString(cause));
+  if (policy === 'fail') {
+    throw new SluiceError(
+      'SLUICE_OPERATOR',
+      `record ${topic}/${c.partition}@${r.offset} failed (${kind}${op ? ` in operator ${op.operator}` : ''}): ${e.message}`,
+      { cause: e },
+    );
+  }
+  const sig = `${kind}:${e.name}:${e.message.slice(0, 60)}`;
+  if (!c.seen.has(sig)) {
+    c.seen.add(sig);
+    if (c.seen.size > 1000) c.seen.clear();
+    c.logger.warn(
+      { err: e, topic, partition: c.partition, offset: r.offset, policy, operator: op?.operator },
+      `bad record (${kind}); logged once per kind`,
+    );
+  }
+  c.metrics.recordsDeadLettered.inc({ app: c.appId, reason: kind });
+  if (policy === 'dlq') {
+    const d = deadLetterRecord(r, e, { topic, partition: c.partition, kind, operator: op?.operator });
+    c.emitter.emit(c.deadLetterTopic, d.key, d.value, Number(r.timestamp), d.headers);
+  }
 }

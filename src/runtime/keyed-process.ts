@@ -4,8 +4,7 @@ import { SluiceError } from '../errors.js';
 import type { GraphNode } from '../topology/nodes.js';
 import type { Op } from './operators.js';
 import type { MutableRecordContext } from './record-context.js';
-import type { RocksTaskState } from './state-runtime.js';
-import { approxSize } from './state-runtime.js';
+import { approxSize, type KeyedState } from './task-state.js';
 import { TimerService } from './timers.js';
 
 /** The key the handles of one process operator are scoped to right now. */
@@ -13,7 +12,7 @@ interface KeyScope {
   bytes: Buffer;
 }
 
-function valueHandle(store: string, scope: KeyScope, st: RocksTaskState): ValueState<unknown> {
+function valueHandle(store: string, scope: KeyScope, st: KeyedState): ValueState<unknown> {
   const cache = st.cache;
   return {
     get: () => cache.get(store, scope.bytes),
@@ -29,7 +28,7 @@ function valueHandle(store: string, scope: KeyScope, st: RocksTaskState): ValueS
   };
 }
 
-function mapHandle(store: string, scope: KeyScope, st: RocksTaskState): MapState<unknown, unknown> {
+function mapHandle(store: string, scope: KeyScope, st: KeyedState): MapState<unknown, unknown> {
   const cache = st.cache;
   // The cache holds a Map per key; stored as an array of entries (the serde's shape).
   // The store's serde decodes to a Map (see mapStoreSerde), so the cache holds Maps.
@@ -64,7 +63,7 @@ function mapHandle(store: string, scope: KeyScope, st: RocksTaskState): MapState
   };
 }
 
-function listHandle(store: string, scope: KeyScope, st: RocksTaskState): ListState<unknown> {
+function listHandle(store: string, scope: KeyScope, st: KeyedState): ListState<unknown> {
   const cache = st.cache;
   return {
     get: () => (cache.get(store, scope.bytes) as unknown[] | undefined) ?? [],
@@ -107,7 +106,7 @@ export function createProcessOp(
   node: GraphNode,
   downstream: Op,
   rc: MutableRecordContext,
-  st: RocksTaskState,
+  st: KeyedState,
   late?: Op,
 ): Op {
   if (node.spec.kind !== 'process') throw new Error('not a process node');

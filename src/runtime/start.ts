@@ -3,12 +3,12 @@ import type { Registry } from 'prom-client';
 import type { App } from '../api/app.js';
 import type { SluiceConfig } from '../config/schema.js';
 import { exposureWarning } from '../ops/auth.js';
+import { workerRoutes } from '../ops/http-routes.js';
 import { type OpsServer, startOpsServer } from '../ops/http-server.js';
 import { createLogger, type Logger } from '../ops/logger.js';
 import { createRegistry } from '../ops/metrics.js';
 import { secretsOf } from '../ops/redact.js';
-import { workerRoutes } from './http-routes.js';
-import { openTaskState } from './state-runtime.js';
+import { openTaskState } from './restore.js';
 import { Worker } from './worker.js';
 
 export interface RunningWorker {

@@ -1,5 +1,7 @@
 import type { WrittenOffsets } from '../kafka/producer.js';
 import type { OutRecord } from '../kafka/types.js';
+import type { RocksStore } from '../state/rocks-store.js';
+import type { WriteBackCache } from '../state/write-back-cache.js';
 import type { GraphNode } from '../topology/nodes.js';
 import type { Collector } from './collector.js';
 import type { Op } from './operators.js';
@@ -29,4 +31,38 @@ export interface TaskState {
    */
   read?(store: string, key: Buffer): unknown;
   close(): Promise<void>;
+}
+
+/** Something that fires due timers (a process operator's `TimerService`). */
+export interface TimerSource {
+  /** Fires every timer of `domain` due at `upTo` (inclusive), in time order. Returns how many. */
+  fire(domain: 'event' | 'processing', upTo: number): number;
+}
+
+/**
+ * What the state handles and timers of a process operator need of their task's keyed state
+ * (`RocksTaskState`): the write-back cache, the RocksDB stores behind it (timers load from them),
+ * a count of writes, and a place to register timers.
+ * An interface here, so that keyed-process.ts and timers.ts need not import rocks-task-state.ts
+ * (which compiles process operators with them).
+ */
+export interface KeyedState {
+  readonly rocks: RocksStore;
+  readonly cache: WriteBackCache<unknown>;
+  /** Marks a write (the cache tracks which keys; this tracks that there is something to do). */
+  noteWrite(): void;
+  registerTimers(t: TimerSource): void;
+}
+
+/**
+ * Rough in-memory size of a decoded value, for the cache's memory bound. It must be cheap (it
+ * runs on every write); it errs high for small values, which is the safe side.
+ */
+export function approxSize(key: Buffer, v: unknown): number {
+  const base = 96 + key.length;
+  if (v === null || v === undefined || typeof v === 'number' || typeof v === 'boolean') return base;
+  if (typeof v === 'string') return base + 2 * v.length;
+  if (v instanceof Map) return base + 96 * v.size;
+  if (Array.isArray(v)) return base + 64 * v.length;
+  return base + 256;
 }

@@ -1,6 +1,6 @@
 import type { Timers } from '../api/context.js';
 import { decodeTimerKey, encodeTimerKey } from '../state/key-codec.js';
-import type { RocksTaskState } from './state-runtime.js';
+import type { KeyedState } from './task-state.js';
 
 type Domain = 'event' | 'processing';
 
@@ -20,14 +20,14 @@ interface Pending {
  */
 export class TimerService {
   readonly store: string;
-  readonly #st: RocksTaskState;
+  readonly #st: KeyedState;
   readonly #scope: { bytes: Buffer };
   readonly #live = new Map<string, Pending>();
   readonly #heaps: Record<Domain, Pending[]> = { event: [], processing: [] };
   onFire: (ts: number, key: Buffer, domain: Domain) => void = () => undefined;
   readonly api: Timers;
 
-  constructor(store: string, st: RocksTaskState, scope: { bytes: Buffer }) {
+  constructor(store: string, st: KeyedState, scope: { bytes: Buffer }) {
     this.store = store;
     this.#st = st;
     this.#scope = scope;

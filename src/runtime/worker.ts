@@ -2,24 +2,25 @@ import { hostname } from 'node:os';
 import type { Registry } from 'prom-client';
 import type { App } from '../api/app.js';
 import type { SluiceConfig } from '../config/schema.js';
-import { SluiceError, TaskCorruptedError } from '../errors.js';
+import { SluiceError } from '../errors.js';
 import { KafkaClient } from '../kafka/client.js';
 import type { BatchContext, GroupConsumer } from '../kafka/consumer.js';
 import type { PlainProducer } from '../kafka/producer.js';
 import { isAuthError } from '../kafka/security.js';
 import { type MemberInfo, taskIdOf } from '../kafka/task-assigner.js';
+import { GroupView } from '../ops/group-view.js';
 import type { Logger } from '../ops/logger.js';
 import { createWorkerMetrics, initWorkerMetrics, type WorkerMetrics } from '../ops/metrics.js';
+import { buildStatus, type StatusSection } from '../ops/status.js';
 import { OverloadController } from '../overload/controller.js';
 import { validateOverload } from '../overload/validate.js';
 import { StateIoError } from '../state/errors.js';
 import type { Topology } from '../topology/build.js';
-import { GroupView } from './group-view.js';
+import { ChangelogWatch } from './changelog-watch.js';
 import { InputRateMeter } from './input-rate.js';
-import { buildStatus, type StatusSection } from './status.js';
-import { Task } from './task.js';
-import type { TaskState } from './task-state.js';
-import { deadLetterTopic, type PartitionPlan, prepareTopics } from './topics.js';
+import type { Task } from './task.js';
+import { type OpenState, TaskManager, type WorkerParts } from './task-manager.js';
+import { type PartitionPlan, prepareTopics } from './topics.js';
 
 /**
  * A worker: one member of the app's consumer group, running one task per assigned partition of
@@ -32,19 +33,13 @@ import { deadLetterTopic, type PartitionPlan, prepareTopics } from './topics.js'
 export const WORKER_STATES = ['created', 'starting', 'running', 'stopping', 'stopped', 'failed'] as const;
 export type WorkerStateName = (typeof WORKER_STATES)[number];
 
-/** How often a worker with stateful tasks checks that their changelogs still exist. */
-const CHANGELOG_CHECK_MS = 2000;
-
 export interface WorkerOptions {
   app: App;
   config: Readonly<SluiceConfig>;
   logger: Logger;
   registry: Registry;
   /** Opens a task's state; supplied by the state module (undefined: stateless jobs only). */
-  openState?: (
-    task: Task,
-    ctx: { client: KafkaClient; metrics: WorkerMetrics; logger: Logger },
-  ) => Promise<TaskState | undefined>;
+  openState?: OpenState;
   /** Called when the worker fails for good (the CLI exits non-zero). */
   onFatal?: (err: Error) => void;
   /** The HTTP address this worker advertises to the group (for routed state queries). */
@@ -61,12 +56,11 @@ export class Worker {
   #state: WorkerStateName = 'created';
   #consumer: GroupConsumer | undefined;
   #plain: Promise<PlainProducer> | undefined;
-  readonly #tasks = new Map<string, Task>();
+  readonly #manager: TaskManager;
   #plan: PartitionPlan = new Map();
   #assignedOnce = false;
   #timer: NodeJS.Timeout | undefined;
-  #changelogTimer: NodeJS.Timeout | undefined;
-  #checkingChangelogs = false;
+  readonly #changelogs: ChangelogWatch;
   #members = new Map<string, MemberInfo>();
   readonly #opts: WorkerOptions;
   readonly #lag = new Map<string, number>();
@@ -107,6 +101,32 @@ export class Worker {
     );
     const maxNode = Math.max(...this.topology.subtopologies.flatMap((s) => s.nodes.map((n) => n.id)));
     this.opCounts = new Float64Array(maxNode + 1);
+    const parts: WorkerParts = {
+      appId: this.app.id,
+      topology: this.topology,
+      config: this.config,
+      client: this.client,
+      logger: this.logger,
+      metrics: this.metrics,
+      isRunning: () => this.#state === 'running',
+    };
+    this.#manager = new TaskManager({
+      ...parts,
+      openState: opts.openState,
+      plainProducer: () => (this.#plain ??= this.client.plainProducer()),
+      consumer: () => this.#consumer,
+      opCounts: this.opCounts,
+      lag: this.#lag,
+      inputRate: this.#inputRate,
+      failOverOnFullDisk: (task, e) => this.#failOverOnFullDisk(task, e),
+    });
+    this.#changelogs = new ChangelogWatch({
+      ...parts,
+      tasks: this.#manager,
+      setPlan: (plan) => {
+        this.#plan = plan;
+      },
+    });
   }
 
   /** This worker's member id in the group (known after its first assignment). */
@@ -142,12 +162,12 @@ export class Worker {
   }
 
   get tasks(): ReadonlyMap<string, Task> {
-    return this.#tasks;
+    return this.#manager.tasks;
   }
 
   /** Each task's share of the worker's cache bound (`state.cacheMaxBytes`) at the current assignment. */
   cacheShare(): number {
-    return Math.floor(this.config.state.cacheMaxBytes / Math.max(1, this.#tasks.size));
+    return this.#manager.cacheShare();
   }
 
   /** Members of the group as the last assignment saw them (leader only knows all). */
@@ -163,7 +183,7 @@ export class Worker {
   readiness(): { ready: boolean; reason?: string } {
     if (this.#state !== 'running') return { ready: false, reason: `worker ${this.#state}` };
     if (!this.#assignedOnce) return { ready: false, reason: 'joining the group' };
-    const restoring = [...this.#tasks.values()].filter((t) => t.state !== 'running').map((t) => t.id);
+    const restoring = [...this.#manager.tasks.values()].filter((t) => t.state !== 'running').map((t) => t.id);
     if (restoring.length > 0) return { ready: false, reason: `restoring ${restoring.join(', ')}` };
     return { ready: true };
   }
@@ -200,7 +220,7 @@ export class Worker {
       concurrency: this.config.processing.concurrency,
       maxBytesPerPartition: this.config.processing.maxBytesPerPartition,
       layout: { subtopologyOf: (t) => this.topology.subtopologyOf(t) },
-      memberInfo: () => ({ tasks: [...this.#tasks.keys()], http: this.#opts.httpAddress?.() }),
+      memberInfo: () => ({ tasks: [...this.#manager.tasks.keys()], http: this.#opts.httpAddress?.() }),
       onMembers: (m) => {
         this.#members = m;
       },
@@ -209,7 +229,8 @@ export class Worker {
       onAssignment: (a, member) => {
         if (member) this.#memberId = member.memberId;
         this.group.invalidate();
-        this.#onAssignment(a);
+        this.#assignedOnce = true;
+        this.#manager.onAssignment(a);
       },
       onBatch: (b) => this.#onBatch(b),
       onFatal: (e) => this.#fail(e),
@@ -217,10 +238,7 @@ export class Worker {
     const interval = Math.max(10, Math.floor(this.config.processing.commitIntervalMs / 2));
     this.#timer = setInterval(() => this.#checkpointDue(), interval);
     this.#timer.unref();
-    if (this.topology.stores.length > 0) {
-      this.#changelogTimer = setInterval(() => void this.#checkChangelogs(), CHANGELOG_CHECK_MS);
-      this.#changelogTimer.unref();
-    }
+    this.#changelogs.start();
     this.#overload = new OverloadController({
       appId: this.app.id,
       groupId: this.app.id,
@@ -228,7 +246,7 @@ export class Worker {
       logger: this.logger,
       metrics: this.metrics,
       admin: () => this.client.admin(),
-      tasks: () => [...this.#tasks.values()].filter((t) => t.state === 'running'),
+      tasks: () => [...this.#manager.tasks.values()].filter((t) => t.state === 'running'),
       subtopologies: this.topology.subtopologies,
       isInternal: (t) => this.topology.repartitionTopics.has(t),
       partitions: () => this.#plan,
@@ -259,101 +277,11 @@ export class Worker {
     }
   }
 
-  #taskDeps() {
-    return {
-      appId: this.app.id,
-      groupId: this.app.id,
-      config: this.config,
-      client: this.client,
-      logger: this.logger,
-      metrics: this.metrics,
-      plainProducer: () => (this.#plain ??= this.client.plainProducer()),
-      openState: async (task: Task) =>
-        this.#opts.openState
-          ? this.#opts.openState(task, { client: this.client, metrics: this.metrics, logger: task.logger })
-          : undefined,
-      seek: (topic: string, partition: number, offset: string) =>
-        this.#consumer?.seek(topic, partition, offset),
-      deadLetterTopic: deadLetterTopic(this.app.id),
-      opCounts: this.opCounts,
-    };
-  }
-
-  #onAssignment(assigned: Array<{ topic: string; partition: number }>): void {
-    this.#assignedOnce = true;
-    this.metrics.rebalances.inc({ app: this.app.id });
-    const wanted = new Map<string, { sub: number; partition: number }>();
-    for (const { topic, partition } of assigned) {
-      const sub = this.topology.subtopologyOf(topic);
-      if (sub !== undefined) wanted.set(taskIdOf(sub, partition), { sub, partition });
-    }
-    const revoked = [...this.#tasks.keys()].filter((id) => !wanted.has(id));
-    const added = [...wanted.keys()].filter((id) => !this.#tasks.has(id));
-    this.logger.info({ tasks: [...wanted.keys()].sort(), added, revoked }, 'assignment');
-    for (const id of revoked) {
-      const t = this.#tasks.get(id)!;
-      this.#tasks.delete(id);
-      // Its folder stays: if the task comes back, it replays only the changelog's tail.
-      t.close({ checkpoint: true }).catch((e) =>
-        this.logger.warn({ err: e, task: id }, 'closing revoked task failed'),
-      );
-      for (const topic of t.inputTopics) this.#lag.delete(`${topic}:${t.partition}`);
-      for (const topic of t.inputTopics) {
-        this.#inputRate.remove(topic, t.partition);
-        // The new owner reports this partition's lag; a stale copy here would double it in sums.
-        this.metrics.lag.remove({ app: this.app.id, topic, partition: String(t.partition) });
-      }
-    }
-    for (const id of added) {
-      const { sub, partition } = wanted.get(id)!;
-      const task = new Task(id, this.topology.subtopologies[sub]!, partition, this.#taskDeps());
-      task.commitOffsetsAtLeastOnce = (offsets) => this.#consumer!.commitOffsets(offsets);
-      this.#tasks.set(id, task);
-      this.#initTask(task);
-    }
-    // The bound is the worker's: the tasks it keeps get a new share (added ones get it at open).
-    const share = this.cacheShare();
-    for (const t of this.#tasks.values()) t.stateStore?.resizeCache?.(share);
-    this.#updateTaskGauge();
-  }
-
-  #initTask(task: Task): void {
-    task.init().then(
-      () => this.#updateTaskGauge(),
-      (e) => this.#retryTask(task, 1, e),
-    );
-  }
-
-  /** Rebuilds a task whose init or reset failed, with backoff, until it works or goes away. */
-  #retryTask(task: Task, attempt: number, cause: unknown): void {
-    if (this.#tasks.get(task.id) !== task || task.state === 'closed') return;
-    if (this.#failOverOnFullDisk(task, cause)) return;
-    const delay = Math.min(500 * 2 ** (attempt - 1), 10_000);
-    this.logger.warn(
-      { err: cause, task: task.id, attempt, retryInMs: delay },
-      'task could not start; retrying',
-    );
-    this.metrics.errors.inc({ app: this.app.id, kind: 'task_init' });
-    setTimeout(() => {
-      if (this.#tasks.get(task.id) !== task || task.state === 'closed') return;
-      task.reset(cause).then(
-        () => this.#updateTaskGauge(),
-        (e) => this.#retryTask(task, attempt + 1, e),
-      );
-    }, delay).unref();
-  }
-
-  #updateTaskGauge(): void {
-    const counts: Record<string, number> = { restoring: 0, running: 0 };
-    for (const t of this.#tasks.values()) counts[t.state] = (counts[t.state] ?? 0) + 1;
-    for (const [state, n] of Object.entries(counts)) this.metrics.tasks.set({ app: this.app.id, state }, n);
-  }
-
   async #onBatch(b: BatchContext): Promise<void> {
     if (this.#state !== 'running' && this.#state !== 'starting') return;
     const sub = this.topology.subtopologyOf(b.topic);
     if (sub === undefined) return;
-    const task = this.#tasks.get(taskIdOf(sub, b.partition));
+    const task = this.#manager.tasks.get(taskIdOf(sub, b.partition));
     if (!task) return;
     if (task.state !== 'running') {
       // Restoring: keep the group membership alive while we wait; the batch is fetched again later.
@@ -364,13 +292,13 @@ export class Worker {
       for (;;) {
         const done = await Promise.race([ready, new Promise((r) => setTimeout(() => r('tick'), 1000))]);
         // Never hold the consumer while stopping: kafkajs's disconnect waits for this handler.
-        if (done !== 'tick' || this.#state !== 'running' || this.#tasks.get(task.id) !== task) break;
+        if (done !== 'tick' || this.#state !== 'running' || !this.#manager.owns(task)) break;
         await b.heartbeat();
       }
       return;
     }
     await task.idle();
-    if (b.isStale() || this.#tasks.get(task.id) !== task || task.state !== 'running') return;
+    if (b.isStale() || !this.#manager.owns(task) || task.state !== 'running') return;
     try {
       const n = task.process(b.topic, b.records, b.resolveOffset);
       if (n > 0) this.#inputRate.add(b.topic, b.partition, n);
@@ -390,75 +318,14 @@ export class Worker {
         Math.max(0, lag),
       );
     }
-    if (task.checkpointDue) await this.#checkpoint(task);
+    if (task.checkpointDue) await this.#manager.checkpoint(task);
   }
 
   #checkpointDue(): void {
     this.#inputRate.tick();
-    for (const t of this.#tasks.values()) {
+    for (const t of this.#manager.tasks.values()) {
       t.tick();
-      if (t.state === 'running' && t.hasPending && t.checkpointDue) void this.#checkpoint(t);
-    }
-  }
-
-  async #checkpoint(task: Task): Promise<void> {
-    try {
-      await task.checkpoint();
-    } catch (e) {
-      this.metrics.checkpointFailures.inc({ app: this.app.id, reason: (e as Error).name ?? 'Error' });
-      this.metrics.errors.inc({ app: this.app.id, kind: 'checkpoint' });
-      if (this.config.processing.guarantee === 'exactly_once')
-        this.metrics.txAborts.inc({ app: this.app.id });
-      if (this.#tasks.get(task.id) !== task || this.#state !== 'running') return;
-      if (this.#failOverOnFullDisk(task, e)) return;
-      // Whatever failed (fenced, broker gone, unknown commit result): nothing since the last
-      // checkpoint is trusted. Rebuild the task from it; if we were fenced by a new owner, the
-      // coming rebalance takes the task away.
-      task.reset(e).catch((e2) => this.#retryTask(task, 1, e2));
-    }
-  }
-
-  /**
-   * Notices a changelog deleted under running tasks (kafkajs would retry their transactions for
-   * a long time, silently). The state it backed now exists only in the local folders, and no
-   * longer matches any changelog: as Kafka Streams does with a corrupted task, the changelog is
-   * recreated (empty) and each affected task is reset, which wipes its folder (the stored offset
-   * lies past the new changelog's end) and rebuilds the state from what the changelog holds.
-   * Logged as an error and counted as `sluice_errors_total{kind="state_corrupted"}`.
-   */
-  async #checkChangelogs(): Promise<void> {
-    if (this.#checkingChangelogs || this.#state !== 'running') return;
-    const stateful = [...this.#tasks.values()].filter((t) => t.sub.stores.length > 0 && t.state !== 'closed');
-    if (stateful.length === 0) return;
-    this.#checkingChangelogs = true;
-    try {
-      const admin = await this.client.admin();
-      const existing = new Set(await admin.listTopics());
-      const missing = this.topology.stores.filter((s) => !existing.has(s.changelog));
-      if (missing.length === 0 || this.#state !== 'running') return;
-      const gone = new Set(missing.map((s) => s.name));
-      const tasks = stateful.filter((t) => t.sub.stores.some((s) => gone.has(s.name)));
-      this.metrics.errors.inc({ app: this.app.id, kind: 'state_corrupted' });
-      this.logger.error(
-        { changelogs: missing.map((s) => s.changelog), tasks: tasks.map((t) => t.id) },
-        'changelog deleted while its tasks ran: recreating it; their state is rebuilt from it (what it does not hold is lost)',
-      );
-      await this.client.renewAdmin();
-      this.#plan = await prepareTopics(await this.client.admin(), this.topology, {
-        overflow: this.config.overload.mode === 'divert',
-      });
-      for (const task of tasks) {
-        if (this.#tasks.get(task.id) !== task) continue;
-        const reason = new TaskCorruptedError(
-          task.id,
-          `changelog deleted: ${missing.map((s) => s.changelog).join(', ')}`,
-        );
-        task.reset(reason).catch((e) => this.#retryTask(task, 1, e));
-      }
-    } catch (e) {
-      this.logger.warn({ err: e }, 'cannot check that the changelogs exist');
-    } finally {
-      this.#checkingChangelogs = false;
+      if (t.state === 'running' && t.hasPending && t.checkpointDue) void this.#manager.checkpoint(t);
     }
   }
 
@@ -499,12 +366,10 @@ export class Worker {
     this.#state = 'stopping';
     this.logger.info('worker stopping');
     if (this.#timer) clearInterval(this.#timer);
-    if (this.#changelogTimer) clearInterval(this.#changelogTimer);
+    this.#changelogs.stop();
     this.group.close();
     this.#overload?.stop();
-    const tasks = [...this.#tasks.values()];
-    await Promise.all(tasks.map((t) => t.close({ checkpoint: !failed })));
-    this.#tasks.clear();
+    await this.#manager.closeAll({ checkpoint: !failed });
     await this.#consumer?.stop().catch((e) => this.logger.warn({ err: e }, 'leaving the group failed'));
     const plain = this.#plain;
     this.#plain = undefined;
@@ -514,7 +379,7 @@ export class Worker {
     this.logger.info('worker stopped');
   }
 
-  /** For /status (see status.ts). */
+  /** For /status (see ops/status.ts). */
   status(): Record<string, unknown> {
     return buildStatus(this);
   }

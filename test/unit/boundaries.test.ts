@@ -155,6 +155,89 @@ test('src/api/ should not import from src/runtime/', () => {
   assert.deepEqual(bad, [], 'the public API depends on runtime internals');
 });
 
+/** The file a relative import of `file` resolves to (`runtime/task.js` → `runtime/task.ts`), if under src/. */
+function resolved(file: SourceFile, specifier: string): string | undefined {
+  const t = target(file, specifier);
+  if (t === undefined) return undefined;
+  const candidates = [t, t.replace(/\.js$/, '.ts'), t.replace(/\.mjs$/, '.mts'), t.replace(/\.cjs$/, '.cts')];
+  return candidates.find((c) => byRel.has(c));
+}
+
+const byRel = new Map(files.map((f) => [f.rel, f]));
+
+/** The cycles a depth-first walk of `graph` meets (one per edge back into the walk's path), as `a → b → a`. */
+export function cyclesOf(graph: ReadonlyMap<string, readonly string[]>): string[] {
+  const out: string[] = [];
+  const state = new Map<string, 'open' | 'done'>();
+  const stack: string[] = [];
+  const visit = (n: string): void => {
+    state.set(n, 'open');
+    stack.push(n);
+    for (const m of graph.get(n) ?? []) {
+      if (state.get(m) === 'open') out.push([...stack.slice(stack.indexOf(m)), m].join(' → '));
+      else if (!state.has(m)) visit(m);
+    }
+    stack.pop();
+    state.set(n, 'done');
+  };
+  for (const n of [...graph.keys()].sort()) if (!state.has(n)) visit(n);
+  return out;
+}
+
+test('the cycle finder should find a cycle through three files and none in a chain', () => {
+  assert.deepEqual(
+    cyclesOf(
+      new Map([
+        ['a', ['b']],
+        ['b', ['c']],
+        ['c', ['a']],
+      ]),
+    ),
+    ['a → b → c → a'],
+  );
+  assert.deepEqual(
+    cyclesOf(
+      new Map([
+        ['a', ['b']],
+        ['b', ['c']],
+        ['c', []],
+      ]),
+    ),
+    [],
+  );
+});
+
+test('src/ should have no import cycle (type imports count too)', () => {
+  const graph = new Map<string, string[]>();
+  for (const f of files) {
+    const to = importsOf(f.text)
+      .map((r) => resolved(f, r.specifier))
+      .filter((t): t is string => t !== undefined);
+    graph.set(f.rel, [...new Set(to)]);
+  }
+  assert.ok(
+    [...graph.values()].some((l) => l.length > 0),
+    'some file under src/ imports another',
+  );
+  assert.deepEqual(cyclesOf(graph), [], 'import cycles under src/');
+});
+
+/** Each file of the runtime does one job (task.ts once held nine in 591 lines): this many lines at most. */
+const RUNTIME_MAX_LINES = 400;
+
+test(`no file in src/runtime/ should exceed ${RUNTIME_MAX_LINES} lines`, () => {
+  const runtime = files.filter((f) => f.rel.startsWith('runtime/'));
+  assert.ok(runtime.length > 0, 'src/runtime/ has files');
+  const long = runtime
+    .map((f) => ({
+      file: `src/${f.rel}`,
+      lines: f.text.split('\n').length - (f.text.endsWith('\n') ? 1 : 0),
+    }))
+    .filter((f) => f.lines > RUNTIME_MAX_LINES)
+    .map((f) => `${f.file}: ${f.lines} lines`);
+  assert.deepEqual(long, [], `files in src/runtime/ over ${RUNTIME_MAX_LINES} lines`);
+});
+
 test('the package should export the local Kafka launcher as sluice/local-kafka', async () => {
   const m = await import('sluice/local-kafka');
   for (const name of ['startLocalKafka', 'stopLocalKafka', 'localKafkaStatus'])

@@ -1,8 +1,8 @@
 import type { Serde } from '../api/serdes.js';
 import { partitionForKey } from '../kafka/partitioner.js';
 import { taskIdOf } from '../kafka/task-assigner.js';
+import type { Task } from '../runtime/task.js';
 import type { Topology } from '../topology/build.js';
-import type { Task } from './task.js';
 
 /** A store that can be queried over HTTP: a keyed state of a `process` node (timers excluded). */
 export interface QueryableStore {

@@ -1,9 +1,9 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { Route } from '../ops/http-server.js';
-import { STATUS_PAGE_HTML } from '../ops/status-page.js';
+import type { Worker } from '../runtime/worker.js';
+import type { Route } from './http-server.js';
 import { locateKey, type QueryableStore, QueryError, queryableStores, readLocal } from './state-query.js';
 import { topologyJson } from './status.js';
-import type { Worker } from './worker.js';
+import { STATUS_PAGE_HTML } from './status-page.js';
 
 /** Set on a request one worker forwards to another; a worker never forwards such a request again. */
 export const FORWARDED_HEADER = 'x-sluice-forwarded-by';

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { GroupDescription, KafkaAdmin } from '../../../src/kafka/admin.js';
-import { GroupView, snapshotOf } from '../../../src/runtime/group-view.js';
+import { GroupView, snapshotOf } from '../../../src/ops/group-view.js';
 import type { Topology } from '../../../src/topology/build.js';
 
 const layout = { subtopologyOf: (t: string) => ({ in: 0, rep: 1 })[t] } as unknown as Topology;

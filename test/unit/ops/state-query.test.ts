@@ -9,7 +9,7 @@ import {
   QueryError,
   queryableStores,
   readLocal,
-} from '../../../src/runtime/state-query.js';
+} from '../../../src/ops/state-query.js';
 import type { Task } from '../../../src/runtime/task.js';
 
 function app() {

@@ -1,7 +1,7 @@
 import type { SluiceConfig } from '../config/schema.js';
+import type { Task } from '../runtime/task.js';
 import type { Topology } from '../topology/build.js';
 import type { GroupView } from './group-view.js';
-import type { Task } from './task.js';
 
 /** A named part of /status supplied by another module (e.g. `overload`); called per request. */
 export type StatusSection = () => unknown;

@@ -2,14 +2,9 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { SluiceConfig } from '../../../src/config/schema.js';
 import { App, json } from '../../../src/index.js';
-import type { GroupView } from '../../../src/runtime/group-view.js';
+import type { GroupView } from '../../../src/ops/group-view.js';
+import { buildStatus, type StatusSection, type StatusSource, topologyJson } from '../../../src/ops/status.js';
 import { advertisedUrl } from '../../../src/runtime/start.js';
-import {
-  buildStatus,
-  type StatusSection,
-  type StatusSource,
-  topologyJson,
-} from '../../../src/runtime/status.js';
 
 function source(sections: Map<string, StatusSection>): StatusSource {
   const app = new App({ id: 's' });

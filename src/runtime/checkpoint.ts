@@ -1,0 +1,104 @@
+import type { PlainProducer, TransactionalProducer, WrittenOffsets } from '../kafka/producer.js';
+import type { OutRecord, TopicPartitionOffset } from '../kafka/types.js';
+import type { Logger } from '../ops/logger.js';
+import type { WorkerMetrics } from '../ops/metrics.js';
+import { checkpointSize } from './checkpoint-size.js';
+import type { TaskProgress } from './task-progress.js';
+import type { TaskState } from './task-state.js';
+import { eventTimeMetadata } from './watermark.js';
+
+export interface CheckpointDeps {
+  appId: string;
+  groupId: string;
+  partition: number;
+  /** Exactly-once: one transaction; else at-least-once through the shared producer. */
+  eos: boolean;
+  logger: Logger;
+  metrics: WorkerMetrics;
+  deadLetterTopic: string;
+  overflowTopic: string;
+  /** The worker's shared producer (at-least-once only). */
+  plainProducer: () => Promise<PlainProducer>;
+  /** Commits offsets through the group (at-least-once only). */
+  commitOffsets: (offsets: TopicPartitionOffset[]) => Promise<void>;
+}
+
+/**
+ * The commit protocol of one task: what the task did since the last checkpoint (outputs,
+ * changelog records and input offsets) goes to Kafka in one transaction (exactly-once) or in
+ * that order (at-least-once); then, and only then, the local RocksDB batch.
+ */
+export async function writeCheckpoint(
+  d: CheckpointDeps,
+  progress: TaskProgress,
+  /** Read where it is used: a reset may take the state away while the commit is in flight. */
+  store: () => TaskState | undefined,
+  producer: TransactionalProducer | undefined,
+): Promise<void> {
+  const started = performance.now();
+  const app = d.appId;
+  const committedNext = new Map(progress.toCommit);
+  const dirtyRecords = progress.dirtyRecords;
+  const records = progress.collector.drain();
+  const outputCount = [...records.values()].reduce((a, l) => a + l.length, 0);
+  const changelog = new Map<string, OutRecord[]>();
+  store()?.writeChangelog(changelog, d.partition);
+  const all = new Map(records);
+  for (const [t, l] of changelog) all.set(t, l);
+  // The partition's event time goes with its offset (as Kafka Streams does), so that a task
+  // restarted anywhere resumes with the watermark it had: late is late, before and after a crash.
+  const offsets: TopicPartitionOffset[] = [...progress.toCommit].map(([topic, o]) => ({
+    topic,
+    partition: d.partition,
+    offset: o.toString(),
+    metadata: eventTimeMetadata(progress.watermark.timeOf(topic)),
+  }));
+  let written: WrittenOffsets;
+  if (d.eos) {
+    written = await producer!.commitTransaction(all, { groupId: d.groupId, offsets });
+    d.metrics.txCommits.inc({ app });
+  } else {
+    const plain = await d.plainProducer();
+    written = await plain.send(all);
+    await commitOffsetsAtLeastOnce(d, offsets);
+  }
+  await store()?.commitLocal(
+    written,
+    Object.fromEntries(offsets.map((o) => [`${o.topic}:${o.partition}`, o.offset])),
+  );
+  // Another input's batch may have been processed while this commit was in flight (kafkajs
+  // runs partitions concurrently, and a task reads one partition of each of its topics): its
+  // offsets and records belong to the next checkpoint, so forget only what this one committed.
+  for (const [topic, o] of committedNext)
+    if (progress.toCommit.get(topic) === o) progress.toCommit.delete(topic);
+  progress.dirtyRecords -= dirtyRecords;
+  progress.lastCheckpoint = Date.now();
+  const now = Date.now();
+  for (const [topic, l] of records) {
+    if (topic === d.deadLetterTopic) continue;
+    if (topic === d.overflowTopic) {
+      d.metrics.recordsOut.inc({ app, topic }, l.length);
+      continue;
+    }
+    d.metrics.recordsOut.inc({ app, topic }, l.length);
+    for (let i = 0; i < l.length; i++)
+      d.metrics.latency.observe({ app, topic }, Math.max(0, now - Number(l[i]!.timestamp)) / 1000);
+  }
+  for (const [topic, l] of changelog) d.metrics.changelogRecords.inc({ app, store: topic }, l.length);
+  d.metrics.checkpoints.inc({ app });
+  const size = checkpointSize(all.values());
+  d.metrics.checkpointRecords.observe({ app }, size.records);
+  d.metrics.checkpointBytes.observe({ app }, size.bytes);
+  store()?.flushCacheMetrics();
+  d.metrics.checkpointDuration.observe({ app }, (performance.now() - started) / 1000);
+  d.logger.trace({ outputs: outputCount, offsets }, 'checkpoint');
+}
+
+async function commitOffsetsAtLeastOnce(d: CheckpointDeps, offsets: TopicPartitionOffset[]): Promise<void> {
+  try {
+    await d.commitOffsets(offsets);
+  } catch (e) {
+    // The outputs are written; a lost offset commit only means the records are read again.
+    d.logger.warn({ err: e }, 'offset commit failed (at-least-once: records will be re-read)');
+  }
+}

@@ -1,0 +1,160 @@
+import { SerdeError, SluiceError, safeString } from '../errors.js';
+import type { InRecord } from '../kafka/types.js';
+import type { WorkerMetrics } from '../ops/metrics.js';
+import type { OperatorCostSampler } from '../overload/operator-cost.js';
+import type { TaskShedder } from '../overload/shedder.js';
+import type { SubTopology } from '../topology/build.js';
+import { applyErrorPolicy, type DeadLetterContext } from './dead-letter.js';
+import type { Op } from './operators.js';
+import type { MutableRecordContext } from './record-context.js';
+import type { TaskProgress } from './task-progress.js';
+
+export interface RecordLoopDeps {
+  appId: string;
+  partition: number;
+  sub: SubTopology;
+  rc: MutableRecordContext;
+  progress: TaskProgress;
+  shedder: TaskShedder;
+  costs: OperatorCostSampler;
+  metrics: WorkerMetrics;
+  /** Recomputes the watermark after a record moved its partition's event time. */
+  moveWatermark: () => void;
+  /** The error policy's context (dead letters go to `progress.collector`). */
+  deadLetter: Omit<DeadLetterContext, 'appId' | 'partition' | 'metrics' | 'emitter'>;
+}
+
+/**
+ * The per-record work of a task: a batch of one input partition goes through the operators,
+ * record by record (skip the prefix already applied, shed, deserialize, timestamp, move the
+ * watermark, push; a record that fails goes to the error policy).
+ */
+export class RecordLoop {
+  readonly #d: RecordLoopDeps;
+  readonly #dlq: DeadLetterContext;
+
+  constructor(deps: RecordLoopDeps) {
+    this.#d = deps;
+    this.#dlq = {
+      ...deps.deadLetter,
+      appId: deps.appId,
+      partition: deps.partition,
+      metrics: deps.metrics,
+      emitter: deps.progress.collector,
+    };
+  }
+
+  /**
+   * Processes a batch of one input partition, synchronously. Records below the task's position
+   * (a re-fetch after a rebalance or a seek) are skipped: the task, not the consumer, knows
+   * what it has applied to its state.
+   */
+  process(
+    ops: ReadonlyMap<string, Op>,
+    topic: string,
+    records: InRecord[],
+    resolveOffset: (o: string) => void,
+  ): number {
+    const op = ops.get(topic);
+    const { sub, progress, metrics, appId } = this.#d;
+    const source = sub.sources.get(topic);
+    if (!op || !source || source.spec.kind !== 'source') return 0;
+    const ks = source.spec.key;
+    const vs = source.spec.value;
+    const tsOf = source.spec.timestamp;
+    const rc = this.#d.rc;
+    const collector = progress.collector;
+    const wm = progress.watermark;
+    const known = progress.next.get(topic);
+    // Offsets rise within a batch: skip the prefix this task has applied already (a re-fetch
+    // after a rebalance or a seek), then process the rest without per-record offset arithmetic.
+    let first = 0;
+    if (known !== undefined) while (first < records.length && BigInt(records[first]!.offset) < known) first++;
+    const n = records.length - first;
+    // Event time is tracked per record: a record first moves its partition's time (and so maybe
+    // the watermark, firing the event-time timers it passes, e.g. closing windows), then is
+    // processed against that watermark. Decisions (late or not, which windows are open) thus
+    // depend only on the record order within the partition, never on how records were batched.
+    const inWatermark = !source.spec.table;
+    let maxTs = wm.timeOf(topic) ?? Number.NEGATIVE_INFINITY;
+    rc.topic = topic;
+    rc.watermark = wm.value;
+    const started = performance.now();
+    const shedder = this.#d.shedder;
+    const shedAtSource = shedder.atSource && shedder.p > 0;
+    const shedBefore = shedder.shed;
+    let shed = 0;
+    for (let i = first; i < records.length; i++) {
+      const r = records[i]!;
+      rc.offset = r.offset;
+      rc.timestamp = Number(r.timestamp);
+      if (shedAtSource && shedder.dropRandom()) {
+        // Shed before deserializing: the cheapest place. Its offset is committed like any other.
+        shed++;
+        if (shedder.divert)
+          collector.emit(
+            shedder.overflowTopic,
+            r.key,
+            r.value,
+            rc.timestamp,
+            shedder.overflowHeaders(r, topic, this.#d.partition),
+          );
+        continue;
+      }
+      rc.headers = r.headers as Record<string, unknown> | undefined;
+      const mark = collector.count;
+      let key: unknown;
+      let value: unknown;
+      try {
+        key = r.key === null ? null : ks.deserialize(r.key);
+        value = vs.deserialize(r.value);
+        if (tsOf !== undefined) {
+          rc.key = key;
+          const t = tsOf === 'processing' ? Date.now() : tsOf(value, rc);
+          if (typeof t !== 'number' || !Number.isFinite(t))
+            throw new SerdeError(`timestamp extractor returned ${String(t)}, not a finite number`);
+          rc.timestamp = t;
+        }
+      } catch (e) {
+        applyErrorPolicy(
+          this.#dlq,
+          topic,
+          r,
+          e instanceof SluiceError ? e : new SerdeError(safeString(e), e),
+        );
+        continue;
+      }
+      if (inWatermark && rc.timestamp > maxTs) {
+        maxTs = rc.timestamp;
+        wm.setTime(topic, maxTs);
+        this.#d.moveWatermark();
+      }
+      try {
+        rc.key = key;
+        this.#d.costs.next();
+        op.push(key, value);
+      } catch (e) {
+        collector.truncate(mark);
+        applyErrorPolicy(this.#dlq, topic, r, e);
+      }
+    }
+    if (records.length > 0) resolveOffset(records[records.length - 1]!.offset);
+    if (n > 0) {
+      const next = BigInt(records[records.length - 1]!.offset) + 1n;
+      progress.next.set(topic, next);
+      progress.toCommit.set(topic, next);
+    }
+    progress.dirtyRecords += n;
+    if (n > 0) {
+      const busyMs = performance.now() - started;
+      shedder.processed += n - shed;
+      shedder.busyMs += busyMs;
+      metrics.recordsIn.inc({ app: appId, topic }, n);
+      // Counted with the batch (source and .shed() drops alike), so in step with records_in.
+      if (shedder.shed > shedBefore)
+        metrics.recordsShed.inc({ app: appId, reason: shedder.reason }, shedder.shed - shedBefore);
+      metrics.processingTime.observe({ app: appId }, busyMs / 1000);
+    }
+    return n;
+  }
+}

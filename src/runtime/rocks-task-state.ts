@@ -1,0 +1,244 @@
+import type { Serde } from '../api/serdes.js';
+import type { SluiceConfig } from '../config/schema.js';
+import { TaskCorruptedError } from '../errors.js';
+import type { KafkaClient } from '../kafka/client.js';
+import type { WrittenOffsets } from '../kafka/producer.js';
+import type { OutRecord } from '../kafka/types.js';
+import type { Logger } from '../ops/logger.js';
+import type { WorkerMetrics } from '../ops/metrics.js';
+import {
+  type ChangelogRecordView,
+  type CheckpointMeta,
+  encodeCheckpointMeta,
+  fingerprintOf,
+} from '../state/checkpoint-meta.js';
+import type { RocksStore, WriteOp } from '../state/rocks-store.js';
+import { WriteBackCache } from '../state/write-back-cache.js';
+import type { GraphNode, StoreSpec } from '../topology/nodes.js';
+import type { Collector } from './collector.js';
+import { createProcessOp } from './keyed-process.js';
+import type { Op } from './operators.js';
+import type { MutableRecordContext } from './record-context.js';
+import { approxSize, type TaskState, type TimerSource } from './task-state.js';
+
+/** A store of a task: its spec, its changelog topic and the serde of its values. */
+export interface StoreInfo {
+  spec: StoreSpec;
+  changelog: string;
+  serde: Serde<any>;
+}
+
+/**
+ * How often a task re-reads the size of its RocksDB folder (a readdir and a stat per file): at
+ * most every 5 s, at a checkpoint, rather than at each of the ten checkpoints a second.
+ */
+const STORE_SIZE_REFRESH_MS = 5000;
+
+export interface StateContext {
+  client: KafkaClient;
+  metrics: WorkerMetrics;
+  logger: Logger;
+  config: Readonly<SluiceConfig>;
+  appId: string;
+  /** Bytes of cache this task may use (the worker's bound shared out between its tasks). */
+  cacheBytes?: number;
+}
+
+/**
+ * A task's keyed state: RocksDB (one column family per store) behind a write-back cache of
+ * decoded values, with one compacted changelog partition per store as the source of truth.
+ */
+export class RocksTaskState implements TaskState {
+  readonly rocks: RocksStore;
+  readonly cache: WriteBackCache<unknown>;
+  readonly stores: ReadonlyMap<string, StoreInfo>;
+  #meta: CheckpointMeta;
+  #pendingOps: WriteOp[] = [];
+  /**
+   * Store → the last changelog record of the pending checkpoint (its fingerprint once written)
+   * and how many records the checkpoint sends to the store's changelog.
+   */
+  #pendingLast = new Map<string, Omit<ChangelogRecordView, 'offset'> & { count: number }>();
+  #writes = 0;
+  #sizeAt = 0;
+  readonly #ctx: StateContext;
+  readonly #taskId: string;
+  readonly #partition: number;
+
+  constructor(
+    rocks: RocksStore,
+    stores: Map<string, StoreInfo>,
+    meta: CheckpointMeta,
+    ctx: StateContext,
+    task: { id: string; partition: number },
+  ) {
+    this.rocks = rocks;
+    this.stores = stores;
+    this.#meta = meta;
+    this.#ctx = ctx;
+    this.#taskId = task.id;
+    this.#partition = task.partition;
+    this.cache = new WriteBackCache<unknown>({
+      maxBytes: ctx.cacheBytes ?? ctx.config.state.cacheMaxBytes,
+      loader: (store, key) => {
+        const raw = rocks.getSync(store, key);
+        if (raw === undefined) return { value: undefined, size: 64 + key.length };
+        const value = stores.get(store)!.serde.deserialize(raw);
+        return { value, size: approxSize(key, value) };
+      },
+    });
+  }
+
+  get dirty(): boolean {
+    return this.#writes > 0;
+  }
+
+  resizeCache(maxBytes: number): void {
+    this.cache.resize(maxBytes);
+  }
+
+  readonly #timers: TimerSource[] = [];
+  registerTimers(t: TimerSource): void {
+    this.#timers.push(t);
+  }
+
+  /** Fires due timers: event-time ones up to the watermark, processing-time ones up to now. */
+  advanceTime(watermark: number | undefined, now: number | undefined): number {
+    let n = 0;
+    for (const t of this.#timers) {
+      if (watermark !== undefined) n += t.fire('event', watermark);
+      if (now !== undefined) n += t.fire('processing', now);
+    }
+    return n;
+  }
+
+  /** Marks a write (the cache tracks which keys; this tracks that there is something to do). */
+  noteWrite(): void {
+    this.#writes++;
+  }
+
+  processOp(node: GraphNode, downstream: Op, rc: MutableRecordContext, _collector: Collector, late?: Op): Op {
+    return createProcessOp(node, downstream, rc, this, late);
+  }
+
+  /** Writes counted when the pending checkpoint took its snapshot. */
+  #snapshotWrites = 0;
+
+  writeChangelog(out: Map<string, OutRecord[]>, partition: number): void {
+    this.#snapshotWrites = this.#writes;
+    if (this.#writes === 0) return;
+    const dirty = this.cache.dirty();
+    const ops: WriteOp[] = new Array(dirty.length);
+    // An explicit timestamp (CreateTime), so that the fingerprint of the last record is known.
+    const timestamp = Date.now().toString();
+    for (let i = 0; i < dirty.length; i++) {
+      const e = dirty[i]!;
+      const info = this.stores.get(e.store)!;
+      const bytes = e.value === undefined ? null : info.serde.serialize(e.value);
+      ops[i] = { store: e.store, key: e.key, value: bytes };
+      let list = out.get(info.changelog);
+      if (!list) out.set(info.changelog, (list = []));
+      list.push({ key: e.key, value: bytes, partition, timestamp });
+      // Sends keep each topic's order, so the last pushed gets the highest offset.
+      let last = this.#pendingLast.get(e.store);
+      if (!last) this.#pendingLast.set(e.store, (last = { key: e.key, value: bytes, timestamp, count: 0 }));
+      last.key = e.key;
+      last.value = bytes;
+      last.count++;
+    }
+    this.#pendingOps = ops;
+  }
+
+  /**
+   * Writes the checkpoint's RocksDB batch with its meta entry, after Kafka took the changelog
+   * records.
+   *
+   * @throws TaskCorruptedError when a changelog took the records at an offset below the one
+   * stored: it was deleted and recreated while the task ran (the task resets, and recovery
+   * rebuilds the state from what the new changelog holds).
+   */
+  async commitLocal(written: WrittenOffsets, inputOffsets: Record<string, string>): Promise<void> {
+    const changelogOffsets = { ...this.#meta.changelogOffsets };
+    const changelogLast = { ...this.#meta.changelogLast };
+    for (const [store, rec] of this.#pendingLast) {
+      const info = this.stores.get(store)!;
+      const last = written.get(`${info.changelog}:${this.#partition}`);
+      if (last === undefined) continue;
+      // Where this checkpoint's first changelog record landed: never below the stored offset in
+      // the changelog the folder was built from.
+      const first = last - BigInt(rec.count - 1);
+      const before = changelogOffsets[store];
+      if (before !== undefined && first < BigInt(before)) {
+        throw new TaskCorruptedError(
+          this.#taskId,
+          `changelog ${info.changelog} took this checkpoint's records from offset ${first}, below the stored ${before}: it was deleted and recreated`,
+        );
+      }
+      changelogOffsets[store] = (last + 1n).toString();
+      changelogLast[store] = fingerprintOf({ ...rec, offset: last });
+    }
+    const meta: CheckpointMeta = {
+      version: 1,
+      changelogOffsets,
+      inputOffsets: { ...this.#meta.inputOffsets, ...inputOffsets },
+      changelogLast,
+      writtenAt: Date.now(),
+    };
+    this.rocks.writeSync(this.#pendingOps, encodeCheckpointMeta(meta));
+    this.#meta = meta;
+    this.cache.markClean();
+    this.#pendingOps = [];
+    this.#pendingLast.clear();
+    // Writes made while the commit was in flight stay dirty (the cache keeps them) and pending.
+    this.#writes -= this.#snapshotWrites;
+    this.#snapshotWrites = 0;
+    const m = this.#ctx.metrics;
+    m.cacheBytes.set({ app: this.#ctx.appId, task: this.#taskId }, this.cache.bytes);
+    if (Date.now() - this.#sizeAt >= STORE_SIZE_REFRESH_MS) this.refreshStoreSize();
+  }
+
+  /** Sets `sluice_state_store_bytes` of this task from the files of its RocksDB folder. */
+  refreshStoreSize(): void {
+    this.#sizeAt = Date.now();
+    try {
+      this.#ctx.metrics.stateStoreBytes.set(
+        { app: this.#ctx.appId, task: this.#taskId },
+        this.rocks.approximateSize(),
+      );
+    } catch (e) {
+      // A metric must not fail a checkpoint that has committed; the next refresh tries again.
+      this.#ctx.logger.debug({ err: e }, 'cannot read the state folder size');
+    }
+  }
+
+  /** Cache counters since the last call, for the worker's metrics. */
+  #lastHits = 0;
+  #lastMisses = 0;
+  flushCacheMetrics(): void {
+    const m = this.#ctx.metrics;
+    m.cacheHits.inc({ app: this.#ctx.appId }, this.cache.hits - this.#lastHits);
+    m.cacheMisses.inc({ app: this.#ctx.appId }, this.cache.misses - this.#lastMisses);
+    this.#lastHits = this.cache.hits;
+    this.#lastMisses = this.cache.misses;
+  }
+
+  async close(): Promise<void> {
+    this.flushCacheMetrics();
+    this.#ctx.metrics.stateStoreBytes.remove({ app: this.#ctx.appId, task: this.#taskId });
+    this.cache.clear();
+    await this.rocks.close();
+  }
+
+  read(store: string, key: Buffer): unknown {
+    const info = this.stores.get(store);
+    if (!info) return undefined;
+    const cached = this.cache.peek(store, key);
+    if (cached) return cached.value;
+    const raw = this.rocks.getSync(store, key);
+    return raw === undefined ? undefined : info.serde.deserialize(raw);
+  }
+
+  get taskId(): string {
+    return this.#taskId;
+  }
+}

@@ -1,0 +1,192 @@
+import type { SluiceConfig } from '../config/schema.js';
+import type { KafkaClient } from '../kafka/client.js';
+import type { GroupConsumer } from '../kafka/consumer.js';
+import type { PlainProducer } from '../kafka/producer.js';
+import { taskIdOf } from '../kafka/task-assigner.js';
+import type { Logger } from '../ops/logger.js';
+import type { WorkerMetrics } from '../ops/metrics.js';
+import type { Topology } from '../topology/build.js';
+import type { InputRateMeter } from './input-rate.js';
+import { Task, type TaskDeps } from './task.js';
+import type { TaskState } from './task-state.js';
+import { deadLetterTopic } from './topics.js';
+
+/** Opens a task's state; supplied by the state module (restore.ts). */
+export type OpenState = (
+  task: Task,
+  ctx: { client: KafkaClient; metrics: WorkerMetrics; logger: Logger },
+) => Promise<TaskState | undefined>;
+
+/** What the parts of a worker (its task manager, its changelog watch) share of it. */
+export interface WorkerParts {
+  appId: string;
+  topology: Topology;
+  config: Readonly<SluiceConfig>;
+  client: KafkaClient;
+  logger: Logger;
+  metrics: WorkerMetrics;
+  /** True while the worker runs (what fails while it stops is not acted on). */
+  isRunning: () => boolean;
+}
+
+export interface TaskManagerDeps extends WorkerParts {
+  /** Opens a task's state (undefined: stateless jobs only). */
+  openState?: OpenState | undefined;
+  /** The worker's shared producer (at-least-once only). */
+  plainProducer: () => Promise<PlainProducer>;
+  /** The worker's group consumer, once started. */
+  consumer: () => GroupConsumer | undefined;
+  /** Records pushed into each operator, by graph node id (shared by the tasks). */
+  opCounts: Float64Array;
+  /** The worker's lag per `topic:partition`; a revoked partition's entry goes. */
+  lag: Map<string, number>;
+  inputRate: InputRateMeter;
+  /** True when `e` made the worker fail over (a full disk): the task is not retried then. */
+  failOverOnFullDisk: (task: Task, e: unknown) => boolean;
+}
+
+/**
+ * The tasks of one worker: created for the partitions the group assigns it, closed when they
+ * are revoked, rebuilt with backoff when their init or reset fails. Each task fences the
+ * previous owner itself (its transactional producer) when it starts.
+ */
+export class TaskManager {
+  readonly #tasks = new Map<string, Task>();
+  readonly #d: TaskManagerDeps;
+
+  constructor(deps: TaskManagerDeps) {
+    this.#d = deps;
+  }
+
+  get tasks(): ReadonlyMap<string, Task> {
+    return this.#tasks;
+  }
+
+  /** True while `task` is the one this worker runs under its id (not revoked, not replaced). */
+  owns(task: Task): boolean {
+    return this.#tasks.get(task.id) === task;
+  }
+
+  /** Each task's share of the worker's cache bound (`state.cacheMaxBytes`) at the current assignment. */
+  cacheShare(): number {
+    return Math.floor(this.#d.config.state.cacheMaxBytes / Math.max(1, this.#tasks.size));
+  }
+
+  #taskDeps(): TaskDeps {
+    const d = this.#d;
+    return {
+      appId: d.appId,
+      groupId: d.appId,
+      config: d.config,
+      client: d.client,
+      logger: d.logger,
+      metrics: d.metrics,
+      plainProducer: d.plainProducer,
+      openState: async (task: Task) =>
+        d.openState
+          ? d.openState(task, { client: d.client, metrics: d.metrics, logger: task.logger })
+          : undefined,
+      seek: (topic: string, partition: number, offset: string) =>
+        d.consumer()?.seek(topic, partition, offset),
+      deadLetterTopic: deadLetterTopic(d.appId),
+      opCounts: d.opCounts,
+    };
+  }
+
+  /** Closes the revoked tasks (their folders stay) and creates and starts the added ones. */
+  onAssignment(assigned: Array<{ topic: string; partition: number }>): void {
+    const { appId, topology, metrics, logger } = this.#d;
+    metrics.rebalances.inc({ app: appId });
+    const wanted = new Map<string, { sub: number; partition: number }>();
+    for (const { topic, partition } of assigned) {
+      const sub = topology.subtopologyOf(topic);
+      if (sub !== undefined) wanted.set(taskIdOf(sub, partition), { sub, partition });
+    }
+    const revoked = [...this.#tasks.keys()].filter((id) => !wanted.has(id));
+    const added = [...wanted.keys()].filter((id) => !this.#tasks.has(id));
+    logger.info({ tasks: [...wanted.keys()].sort(), added, revoked }, 'assignment');
+    for (const id of revoked) {
+      const t = this.#tasks.get(id)!;
+      this.#tasks.delete(id);
+      // Its folder stays: if the task comes back, it replays only the changelog's tail.
+      t.close({ checkpoint: true }).catch((e) =>
+        logger.warn({ err: e, task: id }, 'closing revoked task failed'),
+      );
+      for (const topic of t.inputTopics) this.#d.lag.delete(`${topic}:${t.partition}`);
+      for (const topic of t.inputTopics) {
+        this.#d.inputRate.remove(topic, t.partition);
+        // The new owner reports this partition's lag; a stale copy here would double it in sums.
+        metrics.lag.remove({ app: appId, topic, partition: String(t.partition) });
+      }
+    }
+    for (const id of added) {
+      const { sub, partition } = wanted.get(id)!;
+      const task = new Task(id, topology.subtopologies[sub]!, partition, this.#taskDeps());
+      task.commitOffsetsAtLeastOnce = (offsets) => this.#d.consumer()!.commitOffsets(offsets);
+      this.#tasks.set(id, task);
+      this.#initTask(task);
+    }
+    // The bound is the worker's: the tasks it keeps get a new share (added ones get it at open).
+    const share = this.cacheShare();
+    for (const t of this.#tasks.values()) t.stateStore?.resizeCache?.(share);
+    this.#updateTaskGauge();
+  }
+
+  #initTask(task: Task): void {
+    task.init().then(
+      () => this.#updateTaskGauge(),
+      (e) => this.retryTask(task, 1, e),
+    );
+  }
+
+  /** Rebuilds a task whose init or reset failed, with backoff, until it works or goes away. */
+  retryTask(task: Task, attempt: number, cause: unknown): void {
+    if (this.#tasks.get(task.id) !== task || task.state === 'closed') return;
+    if (this.#d.failOverOnFullDisk(task, cause)) return;
+    const delay = Math.min(500 * 2 ** (attempt - 1), 10_000);
+    this.#d.logger.warn(
+      { err: cause, task: task.id, attempt, retryInMs: delay },
+      'task could not start; retrying',
+    );
+    this.#d.metrics.errors.inc({ app: this.#d.appId, kind: 'task_init' });
+    setTimeout(() => {
+      if (this.#tasks.get(task.id) !== task || task.state === 'closed') return;
+      task.reset(cause).then(
+        () => this.#updateTaskGauge(),
+        (e) => this.retryTask(task, attempt + 1, e),
+      );
+    }, delay).unref();
+  }
+
+  /** Checkpoints a task; one that fails is rebuilt from its last checkpoint (see `Task.reset`). */
+  async checkpoint(task: Task): Promise<void> {
+    try {
+      await task.checkpoint();
+    } catch (e) {
+      this.#d.metrics.checkpointFailures.inc({ app: this.#d.appId, reason: (e as Error).name ?? 'Error' });
+      this.#d.metrics.errors.inc({ app: this.#d.appId, kind: 'checkpoint' });
+      if (this.#d.config.processing.guarantee === 'exactly_once')
+        this.#d.metrics.txAborts.inc({ app: this.#d.appId });
+      if (!this.owns(task) || !this.#d.isRunning()) return;
+      if (this.#d.failOverOnFullDisk(task, e)) return;
+      // Whatever failed (fenced, broker gone, unknown commit result): nothing since the last
+      // checkpoint is trusted. Rebuild the task from it; if we were fenced by a new owner, the
+      // coming rebalance takes the task away.
+      task.reset(e).catch((e2) => this.retryTask(task, 1, e2));
+    }
+  }
+
+  #updateTaskGauge(): void {
+    const counts: Record<string, number> = { restoring: 0, running: 0 };
+    for (const t of this.#tasks.values()) counts[t.state] = (counts[t.state] ?? 0) + 1;
+    for (const [state, n] of Object.entries(counts))
+      this.#d.metrics.tasks.set({ app: this.#d.appId, state }, n);
+  }
+
+  /** Closes every task (checkpointing first when asked) and forgets them: the worker stops. */
+  async closeAll(opts: { checkpoint: boolean }): Promise<void> {
+    const tasks = [...this.#tasks.values()];
+    await Promise.all(tasks.map((t) => t.close(opts)));
+    this.#tasks.clear();
+  }
+}
