@@ -1,8 +1,25 @@
 import './kafkajs-preload.js';
+import { createRequire } from 'node:module';
 import type { Consumer, EachBatchPayload, Kafka } from 'kafkajs';
 import type { Logger } from '../ops/logger.js';
 import { createTaskAssigner, type MemberInfo, type TaskLayout } from './task-assigner.js';
 import type { InRecord, KafkaSettings, TopicPartitionOffset } from './types.js';
+
+const require = createRequire(import.meta.url);
+const { KafkaJSError } = require('kafkajs') as typeof import('kafkajs');
+
+/**
+ * What a batch handler throws to make kafkajs rejoin the group: its runner rejoins on an error
+ * whose type is REBALANCE_IN_PROGRESS (`isRebalancing`), exactly as when a heartbeat says so.
+ */
+function rejoinError(): Error {
+  return Object.assign(
+    new KafkaJSError('sluice: a task migrated, rejoining the group', { retriable: true }),
+    {
+      type: 'REBALANCE_IN_PROGRESS',
+    },
+  );
+}
 
 export interface BatchContext {
   topic: string;
@@ -43,6 +60,7 @@ export class GroupConsumer {
   readonly #consumer: Consumer;
   readonly #opts: GroupConsumerOptions;
   readonly #logger: Logger;
+  #rejoin = false;
 
   constructor(kafka: Kafka, settings: KafkaSettings, opts: GroupConsumerOptions, logger: Logger) {
     this.#opts = opts;
@@ -83,6 +101,10 @@ export class GroupConsumer {
       eachBatchAutoResolve: false,
       partitionsConsumedConcurrently: this.#opts.concurrency,
       eachBatch: async (p: EachBatchPayload) => {
+        if (this.#rejoin) {
+          this.#rejoin = false;
+          throw rejoinError();
+        }
         await h.onBatch({
           topic: p.batch.topic,
           partition: p.batch.partition,
@@ -99,6 +121,15 @@ export class GroupConsumer {
   /** Commits offsets through the group (at-least-once). */
   async commitOffsets(offsets: readonly TopicPartitionOffset[]): Promise<void> {
     if (offsets.length > 0) await this.#consumer.commitOffsets(offsets.map((o) => ({ ...o })));
+  }
+
+  /**
+   * Makes this member rejoin the group (a new generation) at the next batch: a task of it was
+   * fenced by a newer owner, so its view of the assignment is stale. kafkajs has no call for it;
+   * the next batch handler throws the error its runner rejoins on.
+   */
+  requestRejoin(): void {
+    this.#rejoin = true;
   }
 
   seek(topic: string, partition: number, offset: string): void {

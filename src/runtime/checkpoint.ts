@@ -1,4 +1,10 @@
-import type { PlainProducer, TransactionalProducer, WrittenOffsets } from '../kafka/producer.js';
+import { TaskMigratedError } from '../errors.js';
+import {
+  isFencedError,
+  type PlainProducer,
+  type TransactionalProducer,
+  type WrittenOffsets,
+} from '../kafka/producer.js';
 import type { OutRecord, TopicPartitionOffset } from '../kafka/types.js';
 import type { Logger } from '../ops/logger.js';
 import type { WorkerMetrics } from '../ops/metrics.js';
@@ -9,6 +15,7 @@ import { eventTimeMetadata } from './watermark.js';
 
 export interface CheckpointDeps {
   appId: string;
+  taskId: string;
   groupId: string;
   partition: number;
   /** Exactly-once: one transaction; else at-least-once through the shared producer. */
@@ -55,7 +62,15 @@ export async function writeCheckpoint(
   }));
   let written: WrittenOffsets;
   if (d.eos) {
-    written = await producer!.commitTransaction(all, { groupId: d.groupId, offsets });
+    try {
+      written = await producer!.commitTransaction(all, { groupId: d.groupId, offsets });
+    } catch (e) {
+      // Fenced: another worker's producer of this task has the newer epoch, so it owns the task
+      // now (or is fencing to take it). Nothing of this checkpoint committed; the caller closes
+      // the task without committing and rejoins, and must not re-init it on its own.
+      if (isFencedError(e)) throw new TaskMigratedError(d.taskId, e);
+      throw e;
+    }
     d.metrics.txCommits.inc({ app });
   } else {
     const plain = await d.plainProducer();

@@ -56,12 +56,25 @@ export async function openTaskState(task: Task, ctx: StateContext): Promise<Task
   }
   const started = Date.now();
   const admin = await ctx.client.admin();
+  const reader = ctx.client.partitionReader();
+  // The range to replay of each changelog partition, read now: after the task's fence (its
+  // producer is made first), so no earlier owner can add to it. The end is the high watermark
+  // (read uncommitted), which the replay must reach; the admin's offsets are the last stable
+  // offset, which an open transaction would hold back.
   const ranges = new Map<string, { low: bigint; high: bigint }>();
-  for (const [name, info] of stores) {
-    const p = (await admin.offsets(info.changelog)).find((x) => x.partition === task.partition);
-    if (!p)
-      throw new TaskCorruptedError(task.id, `changelog ${info.changelog} has no partition ${task.partition}`);
-    ranges.set(name, { low: BigInt(p.low), high: BigInt(p.high) });
+  try {
+    for (const [name, info] of stores) {
+      const p = (await admin.offsets(info.changelog)).find((x) => x.partition === task.partition);
+      if (!p)
+        throw new TaskCorruptedError(
+          task.id,
+          `changelog ${info.changelog} has no partition ${task.partition}`,
+        );
+      ranges.set(name, await reader.endOffsets(info.changelog, task.partition));
+    }
+  } catch (e) {
+    await reader.close().catch(() => undefined);
+    throw e;
   }
 
   const open = () => RocksStore.open({ dir, stores: [...stores.keys()], taskId: task.id });
@@ -81,10 +94,15 @@ export async function openTaskState(task: Task, ctx: StateContext): Promise<Task
   try {
     rocks = await open();
   } catch (e) {
-    if (!isCorrupted(e)) throw e;
-    rocks = await wipe(undefined, { err: e });
+    if (!isCorrupted(e)) {
+      await reader.close().catch(() => undefined);
+      throw e;
+    }
+    rocks = await wipe(undefined, { err: e }).catch(async (e2) => {
+      await reader.close().catch(() => undefined);
+      throw e2;
+    });
   }
-  const reader = ctx.client.partitionReader();
   let total = 0;
   let meta: CheckpointMeta;
   try {

@@ -1,4 +1,5 @@
 import type { SluiceConfig } from '../config/schema.js';
+import { TaskMigratedError } from '../errors.js';
 import type { KafkaClient } from '../kafka/client.js';
 import type { GroupConsumer } from '../kafka/consumer.js';
 import type { PlainProducer } from '../kafka/producer.js';
@@ -93,8 +94,16 @@ export class TaskManager {
     };
   }
 
-  /** Closes the revoked tasks (their folders stay) and creates and starts the added ones. */
-  onAssignment(assigned: Array<{ topic: string; partition: number }>): void {
+  /** The chain of assignments: each waits for the one before it to have closed its tasks. */
+  #assigning: Promise<void> = Promise.resolve();
+
+  /**
+   * Closes the revoked tasks (their folders stay; each takes its final checkpoint, which commits
+   * or is fenced by the new owner) and only then starts the added ones, so that a task never runs
+   * twice on one worker and a new task's fence never races a checkpoint of this worker. The
+   * added tasks exist at once (state `created`: a batch for them waits), their init follows.
+   */
+  onAssignment(assigned: Array<{ topic: string; partition: number }>): Promise<void> {
     const { appId, topology, metrics, logger } = this.#d;
     metrics.rebalances.inc({ app: appId });
     const wanted = new Map<string, { sub: number; partition: number }>();
@@ -105,31 +114,65 @@ export class TaskManager {
     const revoked = [...this.#tasks.keys()].filter((id) => !wanted.has(id));
     const added = [...wanted.keys()].filter((id) => !this.#tasks.has(id));
     logger.info({ tasks: [...wanted.keys()].sort(), added, revoked }, 'assignment');
-    for (const id of revoked) {
+    const closing = revoked.map((id) => {
       const t = this.#tasks.get(id)!;
-      this.#tasks.delete(id);
+      this.#forget(t);
       // Its folder stays: if the task comes back, it replays only the changelog's tail.
-      t.close({ checkpoint: true }).catch((e) =>
-        logger.warn({ err: e, task: id }, 'closing revoked task failed'),
-      );
-      for (const topic of t.inputTopics) this.#d.lag.delete(`${topic}:${t.partition}`);
-      for (const topic of t.inputTopics) {
-        this.#d.inputRate.remove(topic, t.partition);
-        // The new owner reports this partition's lag; a stale copy here would double it in sums.
-        metrics.lag.remove({ app: appId, topic, partition: String(t.partition) });
-      }
-    }
+      return t
+        .close({ checkpoint: true })
+        .catch((e) => logger.warn({ err: e, task: id }, 'closing revoked task failed'));
+    });
+    const starting: Task[] = [];
     for (const id of added) {
       const { sub, partition } = wanted.get(id)!;
       const task = new Task(id, topology.subtopologies[sub]!, partition, this.#taskDeps());
       task.commitOffsetsAtLeastOnce = (offsets) => this.#d.consumer()!.commitOffsets(offsets);
       this.#tasks.set(id, task);
-      this.#initTask(task);
+      starting.push(task);
     }
     // The bound is the worker's: the tasks it keeps get a new share (added ones get it at open).
     const share = this.cacheShare();
     for (const t of this.#tasks.values()) t.stateStore?.resizeCache?.(share);
     this.#updateTaskGauge();
+    const before = this.#assigning;
+    this.#assigning = (async () => {
+      await before;
+      await Promise.all(closing);
+      for (const t of starting) if (this.owns(t)) this.#initTask(t);
+    })();
+    return this.#assigning;
+  }
+
+  /** Drops a task from this worker's books (it is closed by the caller). */
+  #forget(t: Task): void {
+    const { appId, metrics } = this.#d;
+    this.#tasks.delete(t.id);
+    for (const topic of t.inputTopics) {
+      this.#d.lag.delete(`${topic}:${t.partition}`);
+      this.#d.inputRate.remove(topic, t.partition);
+      // The new owner reports this partition's lag; a stale copy here would double it in sums.
+      metrics.lag.remove({ app: appId, topic, partition: String(t.partition) });
+    }
+  }
+
+  /**
+   * A task whose producer was fenced (Kafka Streams' TaskMigratedException): a newer owner has
+   * the task, or is taking it, and this worker is a zombie for it. It is closed without
+   * committing (whatever it did since its last checkpoint is the new owner's to redo), never
+   * re-initialized on its own, and the worker rejoins the group: only a new generation that
+   * assigns the task here again starts it again, with a new fence.
+   */
+  async migrated(task: Task, e: TaskMigratedError): Promise<void> {
+    if (!this.owns(task)) return;
+    this.#d.metrics.errors.inc({ app: this.#d.appId, kind: 'task_migrated' });
+    this.#d.logger.warn(
+      { err: e, task: task.id },
+      'task migrated: fenced by a newer owner; closing it without committing and rejoining the group',
+    );
+    this.#forget(task);
+    this.#updateTaskGauge();
+    this.#d.consumer()?.requestRejoin();
+    await task.close({ checkpoint: false });
   }
 
   #initTask(task: Task): void {
@@ -168,10 +211,10 @@ export class TaskManager {
       if (this.#d.config.processing.guarantee === 'exactly_once')
         this.#d.metrics.txAborts.inc({ app: this.#d.appId });
       if (!this.owns(task) || !this.#d.isRunning()) return;
+      if (e instanceof TaskMigratedError) return this.migrated(task, e);
       if (this.#d.failOverOnFullDisk(task, e)) return;
-      // Whatever failed (fenced, broker gone, unknown commit result): nothing since the last
-      // checkpoint is trusted. Rebuild the task from it; if we were fenced by a new owner, the
-      // coming rebalance takes the task away.
+      // Anything else (broker gone, unknown commit result, a RocksDB write): nothing since the
+      // last checkpoint is trusted. Rebuild the task from it, fencing again.
       task.reset(e).catch((e2) => this.retryTask(task, 1, e2));
     }
   }

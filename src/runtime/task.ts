@@ -10,6 +10,7 @@ import { createShedOp } from '../overload/shed-op.js';
 import { TaskShedder } from '../overload/shedder.js';
 import type { SubTopology } from '../topology/build.js';
 import { type CheckpointDeps, writeCheckpoint } from './checkpoint.js';
+import { deferred } from './deferred.js';
 import { compileOperators, type Op } from './operators.js';
 import { MutableRecordContext } from './record-context.js';
 import { RecordLoop } from './record-loop.js';
@@ -108,6 +109,7 @@ export class Task {
     });
     this.#checkpointDeps = {
       appId: deps.appId,
+      taskId: id,
       groupId: deps.groupId,
       partition,
       eos: this.#eos,
@@ -163,19 +165,27 @@ export class Task {
     this.#state = next;
   }
 
-  /** Starts (or restarts) the task: fence, restore state, find the input offsets. */
+  /**
+   * Starts the task: fence, restore state, find the input offsets. Called by the task manager
+   * once, when a generation assigns the task to this worker (after the tasks it revoked have
+   * closed); a failed init is retried through {@link reset}.
+   */
   init(): Promise<void> {
     this.#ready = this.#init();
+    this.#ready.then(this.#started.resolve, this.#started.reject);
     return this.#ready;
   }
 
+  /** Settles with the first init: a batch may ask before the task manager has started it. */
+  readonly #started = deferred();
+
   /** Resolves when the task can process (or rejects if it could not be restored). */
   whenReady(): Promise<void> {
-    return this.#ready ?? this.init();
+    return this.#ready ?? this.#started.promise;
   }
 
   async #init(): Promise<void> {
-    this.#to('restoring');
+    if (this.#state !== 'restoring') this.#to('restoring');
     const started = Date.now();
     // 1. Fence: InitProducerId with the task's transactional id aborts or waits out the previous
     //    owner's transaction, so the offsets read below are stable (kafkajs has no RequireStable).
@@ -275,31 +285,25 @@ export class Task {
     const w = this.#progress.watermark.advance();
     if (w === undefined) return;
     this.#rc.watermark = w;
-    if (this.#store) {
-      const saved = this.#rc.timestamp;
-      try {
-        this.#store.advanceTime(w, undefined);
-      } catch (e) {
-        this.#deps.metrics.errors.inc({ app: this.#deps.appId, kind: 'timer' });
-        this.logger.error({ err: e }, 'onTimer threw; the timer is dropped');
-      } finally {
-        this.#rc.timestamp = saved;
-      }
-    }
+    this.#fireTimers(w, undefined);
   }
 
-  #advanceTime(): void {
+  #fireTimers(watermark: number | undefined, now: number | undefined): void {
+    if (!this.#store) return;
+    const saved = this.#rc.timestamp;
     try {
-      this.#store?.advanceTime(undefined, Date.now());
+      this.#store.advanceTime(watermark, now);
     } catch (e) {
       this.#deps.metrics.errors.inc({ app: this.#deps.appId, kind: 'timer' });
       this.logger.error({ err: e }, 'onTimer threw; the timer is dropped');
+    } finally {
+      this.#rc.timestamp = saved;
     }
   }
 
   /** Periodic work without input: processing-time timers. */
   tick(): void {
-    if (this.#state === 'running' && !this.#busy) this.#advanceTime();
+    if (this.#state === 'running' && !this.#busy) this.#fireTimers(undefined, Date.now());
   }
 
   /**
@@ -330,32 +334,36 @@ export class Task {
 
   /**
    * Throws away everything since the last checkpoint and starts over from it: a new producer
-   * (fencing the old one), state back to RocksDB's view, input from the committed offsets.
+   * (fencing again), state back to RocksDB's view, input from the committed offsets. Never for a
+   * migrated task (the task manager closes that one). The task leaves `running` at once, through
+   * the table: a batch arriving meanwhile waits (`whenReady`) instead of meeting a closing store.
    */
   reset(reason: unknown): Promise<void> {
     // Failures come from several places at once (checkpoint, init retry): one reset at a time.
-    this.#resetting ??= this.#reset(reason).finally(() => {
-      this.#resetting = undefined;
+    if (this.#resetting) return this.#resetting;
+    if (this.#state === 'closed') return Promise.resolve();
+    const before = this.#ready;
+    if (this.#state !== 'restoring') this.#to('restoring');
+    const p = this.#reset(reason, before).finally(() => {
+      if (this.#resetting === p) this.#resetting = undefined;
     });
-    return this.#resetting;
+    this.#resetting = p;
+    this.#ready = p;
+    return p;
   }
 
   #resetting: Promise<void> | undefined;
 
-  async #reset(reason: unknown): Promise<void> {
-    if (this.#state === 'closed') return;
-    await this.#ready?.catch(() => undefined);
+  async #reset(reason: unknown, before: Promise<void> | undefined): Promise<void> {
+    await before?.catch(() => undefined);
+    // A checkpoint in flight ends first (closing the producer below would fail it anyway).
+    await this.idle();
+    if (this.isClosed) return;
     this.logger.warn({ err: reason }, 'task resets to its last checkpoint');
     this.#progress.clear();
-    const producer = this.#producer;
-    this.#producer = undefined;
-    await producer?.close();
-    const store = this.#store;
-    this.#store = undefined;
-    await store?.close();
+    await this.#release();
     if (this.isClosed) return;
-    this.#state = 'created';
-    await this.init();
+    await this.#init();
   }
 
   /** Checkpoints (when asked and possible) and releases the producer and the state folder. */
@@ -372,8 +380,8 @@ export class Task {
         );
       }
     }
-    this.#state = 'closed';
-    this.#progress.collector.clear();
+    this.#to('closed');
+    this.#progress.clear();
     await this.#release();
     this.logger.info('task closed');
   }

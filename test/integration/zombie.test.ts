@@ -107,6 +107,7 @@ test('exactly-once should hold through zombies (SIGSTOP past the session, SIGCON
       } else {
         await w.kill('SIGKILL');
         workers[victim] = group.add(spawnWorker('running-sum', { ...slots[victim]!, env, args }));
+        all.push(workers[victim]!);
         done.push(`${w.name}:kill`);
       }
       await sleep(1500 + chaos() * 3500);
@@ -135,6 +136,11 @@ test('exactly-once should hold through zombies (SIGSTOP past the session, SIGCON
     if (out.length !== want)
       for (const w of workers) console.error(`--- ${w.name} ---\n${w.logs.slice(-40).join('\n')}`);
     assertExactRunningSums(out, inputGen.expected);
+    // The zombies did meet their fence: a thawed worker's checkpoint was refused and its task
+    // closed as migrated (else this run proved nothing about zombies).
+    const migrated = all.reduce((n, w) => n + w.logs.filter((l) => l.includes('task migrated')).length, 0);
+    t.diagnostic(`tasks closed as migrated (fenced zombies): ${migrated}`);
+    assert.ok(migrated >= 1, 'at least one thawed worker was fenced');
   } finally {
     producing = false;
     for (const w of workers) w.child.kill('SIGCONT');

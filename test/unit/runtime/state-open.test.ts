@@ -41,6 +41,7 @@ function setup() {
         offsets: async () => [{ partition: 0, low: log.low.toString(), high: high().toString() }],
       }),
       partitionReader: () => ({
+        endOffsets: async () => ({ low: log.low, high: high() }),
         read: async (o: { from: bigint; to: bigint; onRecords(r: InRecord[]): void }) => {
           log.reads++;
           const rs = log.records.filter((r) => BigInt(r.offset) >= o.from && BigInt(r.offset) < o.to);
