@@ -52,6 +52,8 @@ test('exactly-once should hold through zombies (SIGSTOP past the session, SIGCON
   const workers: WorkerProcess[] = slots.map((s) =>
     group.add(spawnWorker('running-sum', { ...s, env, args })),
   );
+  /** Every process, the killed ones too (for the count of fenced zombies). */
+  const all = [...workers];
   const inputGen = new RunningSumInput({ seed: SEED, keys: KEYS });
 
   // The schedule: PAUSES freezes and KILLS kills, shuffled, each on a random worker.
