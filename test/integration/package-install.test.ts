@@ -15,6 +15,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { commandLine, isAlive } from '../../src/dev/broker-process.js';
 import {
   brokers,
   createTopics,
@@ -63,23 +64,12 @@ async function ok(cmd: string, args: string[], cwd: string): Promise<string> {
   return r.out;
 }
 
-const alive = (pid: number): boolean => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-};
-
 /** Pids of processes whose command line mentions `text` (the project folder). */
 function processesMentioning(text: string): number[] {
   const pids: number[] = [];
   for (const entry of readdirSync('/proc')) {
     if (!/^\d+$/.test(entry) || Number(entry) === process.pid) continue;
-    try {
-      if (readFileSync(`/proc/${entry}/cmdline`, 'utf8').includes(text)) pids.push(Number(entry));
-    } catch {}
+    if (isAlive(Number(entry)) && commandLine(Number(entry))?.includes(text)) pids.push(Number(entry));
   }
   return pids;
 }
@@ -203,7 +193,7 @@ test('npm pack should ship dist/src and bin, and the tarball should install and 
   const workers: Array<{ pid?: number }> = [];
   const ids: string[] = [];
   t.after(async () => {
-    for (const w of workers) if (w.pid !== undefined && alive(w.pid)) process.kill(w.pid, 'SIGKILL');
+    for (const w of workers) if (w.pid !== undefined && isAlive(w.pid)) process.kill(w.pid, 'SIGKILL');
     await Promise.all(ids.map((id) => deleteTopicsMatching(id)));
     rmSync(base, { recursive: true, force: true });
   });
@@ -294,7 +284,7 @@ test('npm pack should ship dist/src and bin, and the tarball should install and 
       timeoutMs: 10_000,
       what: `npx (${r.p.kind}) to exit`,
     });
-    await eventually(() => !alive(pid), {
+    await eventually(() => !isAlive(pid), {
       timeoutMs: 40_000,
       what: `worker ${pid} (${r.p.kind}) to exit`,
     }).catch((e) => assert.fail(`${e.message}: orphaned by npx\n${r.log()}`));

@@ -8,6 +8,8 @@ import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { isAlive } from '../../../src/dev/broker-process.js';
+import { eventually } from '../../helpers/kafka.js';
 
 const WATCH = fileURLToPath(new URL('../../../src/cli/launcher-watch.js', import.meta.url));
 
@@ -36,43 +38,29 @@ function underShell(npmCommand: string | undefined) {
   return { sh, lines };
 }
 
-const alive = (pid: number) => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-};
-
-async function until(cond: () => boolean, ms: number): Promise<boolean> {
-  const end = Date.now() + ms;
-  while (Date.now() < end) {
-    if (cond()) return true;
-    await new Promise((r) => setTimeout(r, 25));
-  }
-  return cond();
-}
-
 test('a worker launched by npm exec should stop when its launcher shell is SIGTERMed', async () => {
   const { sh, lines } = underShell('exec');
-  assert.ok(await until(() => lines.length > 0, 10_000), 'the child printed its pid');
+  await eventually(() => lines.length > 0, { timeoutMs: 10_000, intervalMs: 25, what: 'the child pid' });
   const pid = Number(lines[0]);
   sh.kill('SIGTERM');
   await once(sh, 'exit');
-  assert.ok(await until(() => !alive(pid), 5_000), `child ${pid} still running after its launcher died`);
+  await eventually(() => !isAlive(pid), {
+    timeoutMs: 5_000,
+    intervalMs: 25,
+    what: `child ${pid} to stop after its launcher died`,
+  });
 });
 
 test('a process not launched by npm should outlive its parent (nohup-style)', async (t) => {
   const { sh, lines } = underShell(undefined);
-  assert.ok(await until(() => lines.length > 0, 10_000), 'the child printed its pid');
+  await eventually(() => lines.length > 0, { timeoutMs: 10_000, intervalMs: 25, what: 'the child pid' });
   const pid = Number(lines[0]);
   t.after(() => {
-    if (alive(pid)) process.kill(pid, 'SIGKILL');
+    if (isAlive(pid)) process.kill(pid, 'SIGKILL');
   });
   sh.kill('SIGTERM');
   await once(sh, 'exit');
   await new Promise((r) => setTimeout(r, 500));
-  assert.ok(alive(pid), 'the child was stopped although npm did not launch it');
+  assert.ok(isAlive(pid), 'the child was stopped although npm did not launch it');
   assert.ok(!lines.includes('stopped'));
 });
