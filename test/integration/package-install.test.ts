@@ -229,6 +229,9 @@ test('npm pack should ship dist/src and bin, and the tarball should install and 
   }
   step('type-checked (strict) in both');
 
+  // The issue's first symptom: ERR_MODULE_NOT_FOUND …/dist/src/cli/main.js.
+  assert.match(await ok('npx', ['sluice', '--help'], esm.dir), /Usage:\n\s+sluice run <job-file>/);
+
   // In the CommonJS project: a CommonJS .js job works, an import-style .js job says what to change.
   writeFileSync(
     join(cjs.dir, 'legacy.js'),
