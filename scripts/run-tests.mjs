@@ -2,7 +2,7 @@
 // The test command: starts a local Kafka (unless KAFKA_BROKERS points at one), runs every test
 // with Node's runner against it, and stops the broker it started, whatever the outcome.
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freeBrokerPort, portInUse, signalGroup } from '../dist/src/dev/broker-process.js';
@@ -62,6 +62,8 @@ for (const sig of ['SIGINT', 'SIGTERM']) {
   });
 }
 
+const targets = (args.length > 0 ? args : ['dist/test/unit', 'dist/test/integration']).flatMap(testFiles);
+
 const env = { ...process.env };
 delete env[PORT_ENV];
 if (!env.KAFKA_BROKERS) {
@@ -74,7 +76,6 @@ if (!env.KAFKA_BROKERS) {
   env.KAFKA_BROKERS = k.brokers.join(',');
   say(`${k.version} ready at ${env.KAFKA_BROKERS} in ${Date.now() - t0} ms (log ${k.logFile})`);
 }
-const targets = args.length > 0 ? args : ['dist/test/unit', 'dist/test/integration'];
 // --test-force-exit: a test file whose tests all finished must not keep the run alive through a
 // handle someone forgot (a kafkajs retry once kept one open for 10 minutes after passing).
 child = spawn(process.execPath, ['--test', '--test-concurrency=2', '--test-force-exit', ...targets], {
@@ -84,6 +85,24 @@ child = spawn(process.execPath, ['--test', '--test-concurrency=2', '--test-force
 const code = await new Promise((r) => child.once('exit', (c, s) => r(c ?? (s ? 1 : 0))));
 await stopBroker();
 process.exit(code);
+
+/**
+ * A folder as the test files in it (`*.test.js`, at any depth, sorted): from Node 22 on,
+ * `node --test` takes its arguments as files or globs and no longer searches a folder.
+ */
+function testFiles(target) {
+  let dir;
+  try {
+    dir = statSync(target).isDirectory();
+  } catch {
+    fail(`no such test file or folder: ${target} (run \`npm run build\` first?)`);
+  }
+  if (!dir) return [target];
+  return readdirSync(target, { recursive: true })
+    .filter((f) => /\.test\.[cm]?js$/.test(f))
+    .sort()
+    .map((f) => join(target, f));
+}
 
 /** Starts the run's broker on free ports, trying again on others if they are taken meanwhile. */
 async function startTestKafka() {

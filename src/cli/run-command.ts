@@ -5,6 +5,7 @@ import { startLocalKafka } from '../dev/local-kafka.js';
 import { startWorker } from '../runtime/start.js';
 import { externalTopics } from '../runtime/topics.js';
 import { parseArgs } from './args.js';
+import { stopWhenLauncherExits } from './launcher-watch.js';
 import { loadJob } from './load-job.js';
 import { withAdmin } from './topics-command.js';
 
@@ -33,7 +34,9 @@ async function runWorker(app: App, config: Readonly<SluiceConfig>): Promise<numb
   };
   process.once('SIGTERM', () => onSignal('SIGTERM'));
   process.once('SIGINT', () => onSignal('SIGINT'));
+  const unwatch = stopWhenLauncherExits(() => onSignal('launcher exited (npm/npx got SIGTERM)'));
   await stopped;
+  unwatch();
   // A second signal during shutdown ends the process at once.
   process.once('SIGINT', () => process.exit(130));
   process.once('SIGTERM', () => process.exit(143));

@@ -140,6 +140,28 @@ test('Dockerfile should build in one stage and run as a non-root user in another
   assert.match(run, /--uid 10001\b/, 'a fixed uid, the one the Kubernetes manifest runs as');
 });
 
+test('Dockerfile should build on Node 24, a Node line that CI tests', () => {
+  const text = read('docker/Dockerfile');
+  const image = /^ARG NODE_IMAGE=(\S+)$/m.exec(text)?.[1];
+  assert.ok(image, 'ARG NODE_IMAGE=<image> before the first FROM');
+  assert.ok(
+    dockerfile.every((s) => s.from === `\${NODE_IMAGE}`),
+    'every stage is FROM the NODE_IMAGE argument',
+  );
+  const major = /^node:(\d+)-/.exec(image)?.[1];
+  assert.equal(major, '24', `the image is ${image}`);
+  const tested = /^\s*\[ \$\{#versions\[@\]\} -gt 0 \] \|\| versions=\(([\d ]+)\)$/m.exec(
+    read('scripts/other-nodes.sh'),
+  )?.[1];
+  assert.ok(tested?.split(' ').includes(major), `scripts/other-nodes.sh tests Node ${tested}, not ${major}`);
+  const engines: string = JSON.parse(read('package.json')).engines.node;
+  assert.match(
+    engines,
+    new RegExp(`>=\\s*${major}|\\^${major}\\.`),
+    `engines.node ${engines} admits ${major}`,
+  );
+});
+
 test('Dockerfile should declare the state dir as a volume and expose and health-check the HTTP port', () => {
   assert.equal(imageConfig.http.host, '0.0.0.0', 'a container must listen beyond loopback');
   const volumes = runtime.ins.filter((i) => i.op === 'VOLUME').flatMap((i) => jsonOrWords(i.args));
@@ -171,8 +193,11 @@ test('Dockerfile should copy only files that exist and that .dockerignore lets t
   const cmd = jsonOrWords(runtime.ins.find((i) => i.op === 'CMD')!.args);
   assert.equal(cmd[0], 'run');
   assertJobExists(cmd[1]!, 'Dockerfile CMD');
-  const entry = jsonOrWords(runtime.ins.find((i) => i.op === 'ENTRYPOINT')!.args);
-  assert.deepEqual(entry, ['node', 'bin/sluice.js']);
+  // Exec form, node itself: SIGTERM from `docker stop` must reach the worker (no npx, npm or sh).
+  const entryArgs = runtime.ins.find((i) => i.op === 'ENTRYPOINT')!.args;
+  assert.ok(entryArgs.startsWith('['), 'ENTRYPOINT in exec form');
+  assert.deepEqual(jsonOrWords(entryArgs), ['node', 'bin/sluice.js']);
+  assert.ok(runtime.ins.find((i) => i.op === 'CMD')!.args.startsWith('['), 'CMD in exec form');
   assert.ok(existsSync(join(ROOT, 'bin/sluice.js')));
 });
 
