@@ -102,7 +102,6 @@ export class RecordLoop {
         continue;
       }
       rc.headers = r.headers as Record<string, unknown> | undefined;
-      const mark = collector.count;
       let key: unknown;
       let value: unknown;
       try {
@@ -129,6 +128,9 @@ export class RecordLoop {
         wm.setTime(topic, maxTs);
         this.#d.moveWatermark();
       }
+      // Taken after the watermark moved: what its timers emitted (closed windows) is not this
+      // record's to take back if its operators throw; their state deletions commit too.
+      const mark = collector.count;
       try {
         rc.key = key;
         this.#d.costs.next();
