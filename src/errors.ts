@@ -107,6 +107,24 @@ export class OperatorError extends SluiceError {
   }
 }
 
+/** Codes of errors made by the user's code or data (or its misuse of the API), not by Sluice. */
+const USER_CODES: ReadonlySet<ErrorCode> = new Set<ErrorCode>([
+  'SLUICE_SERDE',
+  'SLUICE_OPERATOR',
+  'SLUICE_TOPOLOGY_INVALID',
+]);
+
+/**
+ * True for a fault of Sluice or of the machine (a state read that failed or met a closing store,
+ * Kafka, a corrupted task), as opposed to an error of the user's code or data (what a user
+ * function throws, `SerdeError`, `OperatorError`, an API misuse such as `set(undefined)`). Only
+ * the latter may become dead letters: a fault resets the task (or fails the worker), so a failing
+ * disk never turns good records into DLQ entries.
+ */
+export function isSluiceFault(e: unknown): e is SluiceError {
+  return e instanceof SluiceError && !USER_CODES.has(e.code);
+}
+
 /** `String(v)` that cannot throw (a thrown `Object.create(null)` has no toString). */
 export function safeString(v: unknown): string {
   try {

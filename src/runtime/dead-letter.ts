@@ -4,6 +4,7 @@ import type { Logger } from '../ops/logger.js';
 import type { WorkerMetrics } from '../ops/metrics.js';
 import type { ErrorPolicy } from '../topology/nodes.js';
 import type { Emitter } from './operators.js';
+import type { DueTimer } from './task-state.js';
 
 export type { ErrorPolicy } from '../topology/nodes.js';
 
@@ -18,6 +19,9 @@ export const DLQ_HEADERS = {
   timestamp: 'sluice.source.timestamp',
   /** The operator that threw (absent for deserialization errors). */
   operator: 'sluice.error.operator',
+  /** A timer's dead letter (kind `timer`, key = the timer's key, no value): its time and domain. */
+  timerTimestamp: 'sluice.timer.timestamp',
+  timerDomain: 'sluice.timer.domain',
 } as const;
 
 /** The dead-letter copy of a record: its original bytes, plus headers naming what went wrong. */
@@ -86,4 +90,41 @@ export function applyErrorPolicy(c: DeadLetterContext, topic: string, r: InRecor
     const d = deadLetterRecord(r, e, { topic, partition: c.partition, kind, operator: op?.operator });
     c.emitter.emit(c.deadLetterTopic, d.key, d.value, Number(r.timestamp), d.headers);
   }
+}
+
+/**
+ * Applies the error policy to a timer whose `onTimer` threw (`err` names its operator): `fail`
+ * throws (the worker fails), `skip` and `dlq` count it (`sluice_errors_total{kind="timer"}`) and
+ * log it once per kind, `dlq` also emits a dead letter describing the timer: its key, no value,
+ * timestamped at the timer's time, with headers naming the error, the operator and the timer.
+ * The timer is consumed either way (its deletion commits with the checkpoint).
+ */
+export function applyTimerErrorPolicy(c: DeadLetterContext, t: DueTimer, err: OperatorError): void {
+  const policy = err.policy ?? c.policy;
+  const cause = err.cause;
+  const e = cause instanceof Error ? cause : new Error(safeString(cause));
+  const what = `timer of operator ${err.operator} at ${t.ts} (${t.domain} time)`;
+  if (policy === 'fail')
+    throw new SluiceError('SLUICE_OPERATOR', `${what} failed: ${e.message}`, { cause: e });
+  c.metrics.errors.inc({ app: c.appId, kind: 'timer' });
+  const sig = `timer:${err.operator}:${e.name}:${e.message.slice(0, 60)}`;
+  if (!c.seen.has(sig)) {
+    c.seen.add(sig);
+    if (c.seen.size > 1000) c.seen.clear();
+    c.logger.warn(
+      { err: e, operator: err.operator, timer: t.ts, domain: t.domain, policy },
+      `${what} threw; logged once per kind`,
+    );
+  }
+  if (policy !== 'dlq') return;
+  const headers: Headers = {
+    [DLQ_HEADERS.errorClass]: e.name || 'Error',
+    [DLQ_HEADERS.errorMessage]: (e.message || String(e)).slice(0, 1000),
+    [DLQ_HEADERS.errorKind]: 'timer',
+    [DLQ_HEADERS.operator]: err.operator,
+    [DLQ_HEADERS.timerTimestamp]: String(t.ts),
+    [DLQ_HEADERS.timerDomain]: t.domain,
+    [DLQ_HEADERS.partition]: String(c.partition),
+  };
+  c.emitter.emit(c.deadLetterTopic, t.key.length === 0 ? null : Buffer.from(t.key), null, t.ts, headers);
 }

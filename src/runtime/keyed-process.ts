@@ -1,6 +1,6 @@
 import type { Serde } from '../api/serdes.js';
 import type { ListState, MapState, ValueState } from '../api/state.js';
-import { SluiceError } from '../errors.js';
+import { isSluiceFault, OperatorError, SluiceError } from '../errors.js';
 import type { GraphNode } from '../topology/nodes.js';
 import type { Op } from './operators.js';
 import type { MutableRecordContext } from './record-context.js';
@@ -192,6 +192,12 @@ export function createProcessOp(
       ctx.domain = domain;
       try {
         onTimer(ts, ctx as any);
+      } catch (e) {
+        // Named like a record's error (what a downstream operator threw is named already; a
+        // fault of Sluice or the machine is nobody's), for the task's error policy.
+        throw e instanceof OperatorError || isSluiceFault(e)
+          ? e
+          : new OperatorError(node.name, e, node.onError);
       } finally {
         emitTs = undefined;
         ctx.domain = 'event';

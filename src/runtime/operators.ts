@@ -1,5 +1,5 @@
 import type { Serde } from '../api/serdes.js';
-import { OperatorError } from '../errors.js';
+import { isSluiceFault, OperatorError } from '../errors.js';
 import type { GraphNode } from '../topology/nodes.js';
 import type { MutableRecordContext } from './record-context.js';
 
@@ -72,7 +72,8 @@ export interface CostProbe {
  *   subtracts their time when it collects);
  * - name the operator if it throws, with its error policy. An error from further down the chain
  *   passes through untouched: it was named where it was thrown, since every operator is
- *   instrumented.
+ *   instrumented. So does a fault of Sluice or the machine (`isSluiceFault`: a `StateIoError`
+ *   from a state read inside the user function), which is never the user's error.
  * Sources and merges are pass-throughs: counted, neither timed nor naming. A two-input
  * operator's inputs share its count slot and its cost account.
  */
@@ -97,7 +98,11 @@ function instrument(
       try {
         op.push(k, v);
       } catch (e) {
-        throw passThrough || e instanceof OperatorError ? e : new OperatorError(name, e, policy);
+        // A fault of Sluice or the machine (a state read inside the user function) is not the
+        // user's: it passes unnamed, so the task resets instead of dead-lettering the record.
+        throw passThrough || e instanceof OperatorError || isSluiceFault(e)
+          ? e
+          : new OperatorError(name, e, policy);
       } finally {
         if (t >= 0) {
           account!.ms += performance.now() - t;

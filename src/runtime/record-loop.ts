@@ -1,13 +1,14 @@
-import { SerdeError, SluiceError, safeString } from '../errors.js';
+import { isSluiceFault, OperatorError, SerdeError, SluiceError, safeString } from '../errors.js';
 import type { InRecord } from '../kafka/types.js';
 import type { WorkerMetrics } from '../ops/metrics.js';
 import type { OperatorCostSampler } from '../overload/operator-cost.js';
 import type { TaskShedder } from '../overload/shedder.js';
 import type { SubTopology } from '../topology/build.js';
-import { applyErrorPolicy, type DeadLetterContext } from './dead-letter.js';
+import { applyErrorPolicy, applyTimerErrorPolicy, type DeadLetterContext } from './dead-letter.js';
 import type { Op } from './operators.js';
 import type { MutableRecordContext } from './record-context.js';
 import type { TaskProgress } from './task-progress.js';
+import type { TimerGuard } from './task-state.js';
 
 export interface RecordLoopDeps {
   appId: string;
@@ -27,7 +28,9 @@ export interface RecordLoopDeps {
 /**
  * The per-record work of a task: a batch of one input partition goes through the operators,
  * record by record (skip the prefix already applied, shed, deserialize, timestamp, move the
- * watermark, push; a record that fails goes to the error policy).
+ * watermark, push; a record that fails in the user's code or deserialization goes to the error
+ * policy, a fault of Sluice or the machine is thrown: the batch fails without committing and the
+ * worker resets the task). Due timers run through {@link RecordLoop.timerGuard} likewise.
  */
 export class RecordLoop {
   readonly #d: RecordLoopDeps;
@@ -43,6 +46,36 @@ export class RecordLoop {
       emitter: deps.progress.collector,
     };
   }
+
+  /**
+   * Runs one due timer (fired by a record's watermark advance or by the periodic tick): with a
+   * clean record context (no topic, offset or headers of whatever record came last: its outputs
+   * carry none), its outputs taken back if it throws, and what it throws through the error
+   * policy, so the other due timers still fire. A fault of Sluice or the machine is rethrown.
+   */
+  readonly timerGuard: TimerGuard = (fire, timer) => {
+    const rc = this.#d.rc;
+    const collector = this.#d.progress.collector;
+    const { topic, offset, timestamp, headers, key } = rc;
+    rc.topic = '';
+    rc.offset = '';
+    rc.headers = undefined;
+    rc.timestamp = timer.ts;
+    const mark = collector.count;
+    try {
+      fire();
+    } catch (e) {
+      collector.truncate(mark);
+      if (!(e instanceof OperatorError)) throw e;
+      applyTimerErrorPolicy(this.#dlq, timer, e);
+    } finally {
+      rc.topic = topic;
+      rc.offset = offset;
+      rc.timestamp = timestamp;
+      rc.headers = headers;
+      rc.key = key;
+    }
+  };
 
   /**
    * Processes a batch of one input partition, synchronously. Records below the task's position
@@ -115,6 +148,7 @@ export class RecordLoop {
           rc.timestamp = t;
         }
       } catch (e) {
+        if (isSluiceFault(e)) throw e;
         applyErrorPolicy(
           this.#dlq,
           topic,
@@ -136,6 +170,9 @@ export class RecordLoop {
         this.#d.costs.next();
         op.push(key, value);
       } catch (e) {
+        // Sluice's or the machine's fault (a state read failed): the batch fails uncommitted and
+        // the worker resets the task; only the user's errors follow the error policy.
+        if (isSluiceFault(e)) throw e;
         collector.truncate(mark);
         applyErrorPolicy(this.#dlq, topic, r, e);
       }

@@ -19,7 +19,7 @@ import type { Collector } from './collector.js';
 import { createProcessOp } from './keyed-process.js';
 import type { Op } from './operators.js';
 import type { MutableRecordContext } from './record-context.js';
-import { approxSize, type TaskState, type TimerSource } from './task-state.js';
+import { approxSize, type TaskState, type TimerGuard, type TimerSource } from './task-state.js';
 
 /** A store of a task: its spec, its changelog topic and the serde of its values. */
 export interface StoreInfo {
@@ -103,11 +103,11 @@ export class RocksTaskState implements TaskState {
   }
 
   /** Fires due timers: event-time ones up to the watermark, processing-time ones up to now. */
-  advanceTime(watermark: number | undefined, now: number | undefined): number {
+  advanceTime(watermark: number | undefined, now: number | undefined, guard?: TimerGuard): number {
     let n = 0;
     for (const t of this.#timers) {
-      if (watermark !== undefined) n += t.fire('event', watermark);
-      if (now !== undefined) n += t.fire('processing', now);
+      if (watermark !== undefined) n += t.fire('event', watermark, guard);
+      if (now !== undefined) n += t.fire('processing', now, guard);
     }
     return n;
   }

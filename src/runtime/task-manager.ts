@@ -219,6 +219,19 @@ export class TaskManager {
     }
   }
 
+  /**
+   * A batch (or a timer tick) of `task` failed on Sluice's or the machine's side, not the user's
+   * (a state read that failed or met a closing store): nothing of it was committed, and none of
+   * it becomes a dead letter. The task is rebuilt from its last checkpoint, as after a failed
+   * checkpoint; a full disk fails the worker over instead.
+   */
+  processingFailed(task: Task, e: unknown): void {
+    if (!this.owns(task) || !this.#d.isRunning()) return;
+    if (this.#d.failOverOnFullDisk(task, e)) return;
+    this.#d.metrics.errors.inc({ app: this.#d.appId, kind: 'processing' });
+    task.reset(e).catch((e2) => this.retryTask(task, 1, e2));
+  }
+
   #updateTaskGauge(): void {
     const counts: Record<string, number> = { restoring: 0, running: 0 };
     for (const t of this.#tasks.values()) counts[t.state] = (counts[t.state] ?? 0) + 1;

@@ -20,7 +20,7 @@ export interface TaskState {
   /** After the Kafka commit: one atomic RocksDB batch with the dirty keys and the meta entry. */
   commitLocal(written: WrittenOffsets, inputOffsets: Record<string, string>): Promise<void>;
   /** Fires due timers (event time up to the watermark, processing time up to now; either may be skipped). */
-  advanceTime(watermark: number | undefined, now: number | undefined): number;
+  advanceTime(watermark: number | undefined, now: number | undefined, guard?: TimerGuard): number;
   /** Pushes cache counters to the metrics. */
   flushCacheMetrics(): void;
   /** Sets the memory bound of the task's write-back cache (its share of the worker's). */
@@ -33,10 +33,26 @@ export interface TaskState {
   close(): Promise<void>;
 }
 
+/** A timer that is due: its time, its record key (serialized) and its domain. */
+export interface DueTimer {
+  readonly ts: number;
+  readonly key: Buffer;
+  readonly domain: 'event' | 'processing';
+}
+
+/**
+ * Runs one due timer's `onTimer` (`fire`): the task's record loop gives it a clean record context,
+ * takes back its outputs if it throws, and applies the error policy (see record-loop.ts).
+ */
+export type TimerGuard = (fire: () => void, timer: DueTimer) => void;
+
 /** Something that fires due timers (a process operator's `TimerService`). */
 export interface TimerSource {
-  /** Fires every timer of `domain` due at `upTo` (inclusive), in time order. Returns how many. */
-  fire(domain: 'event' | 'processing', upTo: number): number;
+  /**
+   * Fires every timer of `domain` due at `upTo` (inclusive), in time order, each through `guard`
+   * when given. Returns how many.
+   */
+  fire(domain: 'event' | 'processing', upTo: number, guard?: TimerGuard): number;
 }
 
 /**

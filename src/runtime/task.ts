@@ -288,20 +288,15 @@ export class Task {
     this.#fireTimers(w, undefined);
   }
 
+  /** Each due timer runs through the record loop's guard: clean context, rollback, error policy. */
   #fireTimers(watermark: number | undefined, now: number | undefined): void {
-    if (!this.#store) return;
-    const saved = this.#rc.timestamp;
-    try {
-      this.#store.advanceTime(watermark, now);
-    } catch (e) {
-      this.#deps.metrics.errors.inc({ app: this.#deps.appId, kind: 'timer' });
-      this.logger.error({ err: e }, 'onTimer threw; the timer is dropped');
-    } finally {
-      this.#rc.timestamp = saved;
-    }
+    this.#store?.advanceTime(watermark, now, this.#loop.timerGuard);
   }
 
-  /** Periodic work without input: processing-time timers. */
+  /**
+   * Periodic work without input: processing-time timers. Throws like `process` (the `fail`
+   * policy, or a fault of Sluice or the machine): the worker fails or resets the task.
+   */
   tick(): void {
     if (this.#state === 'running' && !this.#busy) this.#fireTimers(undefined, Date.now());
   }

@@ -1,6 +1,6 @@
 import type { Timers } from '../api/context.js';
 import { decodeTimerKey, encodeTimerKey } from '../state/key-codec.js';
-import type { KeyedState } from './task-state.js';
+import type { KeyedState, TimerGuard } from './task-state.js';
 
 type Domain = 'event' | 'processing';
 
@@ -107,8 +107,11 @@ export class TimerService {
     return top;
   }
 
-  /** Fires every timer of `domain` due at `upTo` (inclusive), in time order. Returns how many. */
-  fire(domain: Domain, upTo: number): number {
+  /**
+   * Fires every timer of `domain` due at `upTo` (inclusive), in time order, each through `guard`
+   * (which handles what its `onTimer` throws, so the other due timers still fire). Returns how many.
+   */
+  fire(domain: Domain, upTo: number, guard?: TimerGuard): number {
     const h = this.#heaps[domain];
     let n = 0;
     while (h.length > 0 && h[0]!.ts <= upTo) {
@@ -117,7 +120,8 @@ export class TimerService {
       this.#live.delete(p.id);
       this.#st.cache.delete(this.store, Buffer.from(p.id, 'latin1'));
       this.#st.noteWrite();
-      this.onFire(p.ts, p.key, domain);
+      if (guard) guard(() => this.onFire(p.ts, p.key, domain), p);
+      else this.onFire(p.ts, p.key, domain);
       n++;
     }
     return n;

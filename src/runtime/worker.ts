@@ -303,11 +303,7 @@ export class Worker {
       const n = task.process(b.topic, b.records, b.resolveOffset);
       if (n > 0) this.#inputRate.add(b.topic, b.partition, n);
     } catch (e) {
-      if (e instanceof SluiceError && e.code === 'SLUICE_OPERATOR') {
-        this.#fail(e);
-        return;
-      }
-      throw e;
+      return this.#taskFailed(task, e);
     }
     const last = b.records[b.records.length - 1];
     if (last) {
@@ -324,9 +320,19 @@ export class Worker {
   #checkpointDue(): void {
     this.#inputRate.tick();
     for (const t of this.#manager.tasks.values()) {
-      t.tick();
+      try {
+        t.tick();
+      } catch (e) {
+        this.#taskFailed(t, e);
+      }
       if (t.state === 'running' && t.hasPending && t.checkpointDue) void this.#manager.checkpoint(t);
     }
+  }
+
+  /** The `fail` policy fails the worker; a fault of Sluice or the machine resets the task. */
+  #taskFailed(task: Task, e: unknown): void {
+    if (e instanceof SluiceError && e.code === 'SLUICE_OPERATOR') this.#fail(e);
+    else this.#manager.processingFailed(task, e);
   }
 
   /**

@@ -63,7 +63,12 @@ export async function taskHarness(app: App, overrides: SluiceConfigInput = {}) {
   await task.init();
   let offset = 0;
   /** A JSON record for the next offset (the offsets of the harness's one input partition rise). */
-  const rec = (key: string, value: unknown, timestamp: number, headers?: Record<string, string>): InRecord => {
+  const rec = (
+    key: string,
+    value: unknown,
+    timestamp: number,
+    headers?: Record<string, string>,
+  ): InRecord => {
     const r: InRecord = {
       key: Buffer.from(key),
       value: Buffer.from(JSON.stringify(value)),

@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { App, json, string, tumbling } from '../../../src/index.js';
+import { App, json, string, tumbling, valueState } from '../../../src/index.js';
+import type { RocksTaskState } from '../../../src/runtime/rocks-task-state.js';
+import { StateIoError } from '../../../src/state/errors.js';
 import { taskHarness } from '../../helpers/task-harness.js';
 
 /**
@@ -8,7 +10,7 @@ import { taskHarness } from '../../helpers/task-harness.js';
  * taken back, and nothing else (issue 13, items 1 and 3).
  */
 
-test("a record whose operator throws should keep the window results its watermark advance fired (issue 13.1)", async () => {
+test('a record whose operator throws should keep the window results its watermark advance fired (issue 13.1)', async () => {
   const app = new App({ id: 'unit-win-throw' });
   app
     .stream('in', { key: string(), value: json<{ boom?: boolean }>() })
@@ -21,9 +23,130 @@ test("a record whose operator throws should keep the window results its watermar
     .to('out');
   const h = await taskHarness(app);
   // Two records in [0, 10); the third, at 25, closes that window and then fails in peek.
-  h.task.process('in', [h.rec('a', {}, 1), h.rec('a', {}, 2), h.rec('a', { boom: true }, 25)], () => undefined);
+  h.task.process(
+    'in',
+    [h.rec('a', {}, 1), h.rec('a', {}, 2), h.rec('a', { boom: true }, 25)],
+    () => undefined,
+  );
   const out = await h.checkpoint();
   assert.deepEqual(h.values(out, 'out'), [{ start: 0, end: 10, value: 2 }], 'the closed window is emitted');
   assert.equal(out.get('unit-win-throw-dlq')?.length, 1, 'the failing record is dead-lettered');
+  await h.task.close({ checkpoint: false });
+});
+
+/** A processor that sets a timer 10 ms after each record; its onTimer emits, then throws for `bad`. */
+function timerApp(id: string, seen: Array<{ topic: string; offset: string; headers: unknown }> = []) {
+  const app = new App({ id });
+  app
+    .stream('in', { key: string(), value: json<unknown>() })
+    .byKey()
+    .process<string>(
+      {
+        onRecord(_v, ctx) {
+          ctx.timers.atEventTime(ctx.timestamp + 10);
+        },
+        onTimer(ts, ctx) {
+          // Not in TimerContext's type; the runtime's context has them (they must be empty here).
+          const c = ctx as unknown as { topic: string; offset: string; headers: unknown };
+          seen.push({ topic: c.topic, offset: c.offset, headers: c.headers });
+          ctx.emit(`${ctx.key}@${ts}`);
+          if (ctx.key === 'bad') throw new Error('timer boom');
+        },
+      },
+      { name: 'tp' },
+    )
+    .to('out');
+  return app;
+}
+
+test('a throwing onTimer should be dead-lettered, its partial outputs taken back, and the other due timers fire with a clean context (issue 13.3)', async () => {
+  const seen: Array<{ topic: string; offset: string; headers: unknown }> = [];
+  const h = await taskHarness(timerApp('unit-timer-dlq', seen));
+  h.task.process(
+    'in',
+    [h.rec('bad', {}, 1), h.rec('good', {}, 2), h.rec('x', {}, 20, { trace: 'of-x' })],
+    () => undefined,
+  );
+  const out = await h.checkpoint();
+  assert.deepEqual(
+    h.values(out, 'out'),
+    ['good@12'],
+    "the bad timer's output is taken back, the good one fires",
+  );
+  assert.equal(
+    out.get('out')![0]!.headers,
+    undefined,
+    'timer outputs carry no headers of the record that came last',
+  );
+  assert.deepEqual(
+    seen.map((s) => [s.topic, s.offset, s.headers]),
+    [
+      ['', '', undefined],
+      ['', '', undefined],
+    ],
+    'onTimer sees no topic, offset or headers of an unrelated record',
+  );
+  const dlq = out.get('unit-timer-dlq-dlq') ?? [];
+  assert.equal(dlq.length, 1);
+  assert.equal(dlq[0]!.key?.toString(), 'bad');
+  assert.equal(dlq[0]!.value, null);
+  assert.equal(dlq[0]!.timestamp, '11');
+  const hd = dlq[0]!.headers as Record<string, string>;
+  assert.equal(hd['sluice.error.kind'], 'timer');
+  assert.equal(hd['sluice.error.operator'], 'tp');
+  assert.equal(hd['sluice.error.message'], 'timer boom');
+  assert.equal(hd['sluice.timer.timestamp'], '11');
+  assert.equal(hd['sluice.timer.domain'], 'event');
+  const timerErrors = (await h.metrics.errors.get()).values.find((v) => v.labels.kind === 'timer')?.value;
+  assert.equal(timerErrors, 1);
+  await h.task.close({ checkpoint: false });
+});
+
+test('a throwing onTimer under the fail policy should fail the batch; under skip it leaves no dead letter (issue 13.3)', async () => {
+  const f = await taskHarness(timerApp('unit-timer-fail'), { processing: { errorPolicy: 'fail' } });
+  assert.throws(
+    () => f.task.process('in', [f.rec('bad', {}, 1), f.rec('x', {}, 20)], () => undefined),
+    (e: any) => e.code === 'SLUICE_OPERATOR' && /timer of operator tp at 11/.test(e.message),
+  );
+  await f.task.close({ checkpoint: false });
+
+  const s = await taskHarness(timerApp('unit-timer-skip'), { processing: { errorPolicy: 'skip' } });
+  s.task.process('in', [s.rec('bad', {}, 1), s.rec('good', {}, 2), s.rec('x', {}, 20)], () => undefined);
+  const out = await s.checkpoint();
+  assert.deepEqual(s.values(out, 'out'), ['good@12']);
+  assert.equal(out.get('unit-timer-skip-dlq'), undefined);
+  await s.task.close({ checkpoint: false });
+});
+
+test('a state read that fails (StateIoError) should fail the batch, not become a dead letter (issue 13.2)', async () => {
+  const app = new App({ id: 'unit-state-io' });
+  app
+    .stream('in', { key: string(), value: json<unknown>() })
+    .byKey()
+    .process<number>(
+      {
+        state: { n: valueState<number>() },
+        onRecord(_v, ctx) {
+          const n = (ctx.state.n.get() ?? 0) + 1;
+          ctx.state.n.set(n);
+          ctx.emit(n);
+        },
+      },
+      { name: 'counter' },
+    )
+    .to('out');
+  const h = await taskHarness(app);
+  h.task.process('in', [h.rec('a', {}, 1)], () => undefined);
+  const rocks = (h.task.stateStore as RocksTaskState).rocks;
+  rocks.getSync = () => {
+    throw new StateIoError('/state', 'read', 'state I/O error during read: EIO');
+  };
+  assert.throws(
+    () => h.task.process('in', [h.rec('b', {}, 2)], () => undefined),
+    (e: unknown) => e instanceof StateIoError,
+    'the StateIoError reaches the worker unwrapped (not an OperatorError)',
+  );
+  const out = await h.checkpoint();
+  assert.equal(out.get('unit-state-io-dlq'), undefined, 'no dead letter for a good record');
   await h.task.close({ checkpoint: false });
 });
