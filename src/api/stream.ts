@@ -3,7 +3,7 @@ import { repartitionTopic } from '../topology/build.js';
 import type { ErrorPolicy, GraphBuilder, GraphNode, StoreSpec } from '../topology/nodes.js';
 import type { ConnectProcessor, ProcessContext, Processor, RecordContext } from './context.js';
 import { json, type Serde, type Serdes, string } from './serdes.js';
-import { listState, type StateDescriptor, valueState } from './state.js';
+import { copyValue, LIVE_STATE, listState, liveState, type StateDescriptor, valueState } from './state.js';
 import {
   type WindowBounds,
   type Windowed,
@@ -390,6 +390,7 @@ export class ConnectedStreams<K, L, Rt> {
       },
       ...(processor.onTimer ? { onTimer: processor.onTimer as any } : {}),
     };
+    if ((processor as { [LIVE_STATE]?: boolean })[LIVE_STATE]) liveState(inner);
     const node = this.#app.graph.add(
       'process',
       {
@@ -464,17 +465,19 @@ function streamJoin<K, L, Rt, R>(
     const w: number | undefined = c.watermark;
     if (w !== undefined && t + within + grace <= w) return c.late(value);
     const buf: Buf = c.state[mine].get() as Buf;
-    buf.push([t, value]);
+    buf.push([t, copyValue(value)]);
     c.state[mine].update(buf);
     c.timers.atEventTime(t + within + grace);
     for (const [u, other] of c.state[theirs].get() as Buf) {
       if (Math.abs(u - t) > within) continue;
-      const out = leftFirst ? joiner(value as L, other as Rt, c) : joiner(other as L, value as Rt, c);
+      // The buffered partner is the stored one (live state): the user's joiner gets a copy.
+      const o = copyValue(other);
+      const out = leftFirst ? joiner(value as L, o as Rt, c) : joiner(o as L, value as Rt, c);
       c.emit(out, { timestamp: Math.max(t, u) });
     }
   };
   const joined = left.connect(right).process<R, any>(
-    {
+    liveState({
       state: { l: listState<[number, L]>(), r: listState<[number, Rt]>() },
       onLeft: side('l', 'r', true),
       onRight: side('r', 'l', false),
@@ -485,7 +488,7 @@ function streamJoin<K, L, Rt, R>(
           if (keep.length !== buf.length) ctx.state[s].update(keep);
         }
       },
-    },
+    }),
     { name },
   );
   addLate(left.app_(), joined.node, name, undefined, left.node.keySerde, json());
@@ -609,9 +612,12 @@ export class WindowedStream<K, V> {
   #build<R>(fold: WindowFold<any, any, any>, what: string, named?: string): KeyedStream<K, Windowed<R>> {
     const parent = this.#parent;
     const name = named ?? this.#opts.name ?? `window-${what}-${parent.app_().graph.nodes.length}`;
-    const out = parent.process<Windowed<R>, any>(windowProcessor(this.#spec, fold, this.#opts) as any, {
-      name,
-    });
+    const out = parent.process<Windowed<R>, any>(
+      liveState(windowProcessor(this.#spec, fold, this.#opts)) as any,
+      {
+        name,
+      },
+    );
     addLate(
       parent.app_(),
       out.node,

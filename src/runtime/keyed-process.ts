@@ -1,5 +1,5 @@
 import type { Serde } from '../api/serdes.js';
-import type { ListState, MapState, ValueState } from '../api/state.js';
+import { copyValue, LIVE_STATE, type ListState, type MapState, type ValueState } from '../api/state.js';
 import { isSluiceFault, OperatorError, SluiceError } from '../errors.js';
 import type { GraphNode } from '../topology/nodes.js';
 import type { Op } from './operators.js';
@@ -12,13 +12,17 @@ interface KeyScope {
   bytes: Buffer;
 }
 
-function valueHandle(store: string, scope: KeyScope, st: KeyedState): ValueState<unknown> {
+/** How a handle copies values in and out: `copyValue`, or not at all for Sluice's own processors. */
+type Copy = <T>(v: T) => T;
+const live: Copy = (v) => v;
+
+function valueHandle(store: string, scope: KeyScope, st: KeyedState, copy: Copy): ValueState<unknown> {
   const cache = st.cache;
   return {
-    get: () => cache.get(store, scope.bytes),
+    get: () => copy(cache.get(store, scope.bytes)),
     set(v) {
       if (v === undefined) throw new SluiceError('SLUICE_OPERATOR', 'valueState.set(undefined): use clear()');
-      cache.set(store, scope.bytes, v, approxSize(scope.bytes, v));
+      cache.set(store, scope.bytes, copy(v), approxSize(scope.bytes, v));
       st.noteWrite();
     },
     clear() {
@@ -28,7 +32,7 @@ function valueHandle(store: string, scope: KeyScope, st: KeyedState): ValueState
   };
 }
 
-function mapHandle(store: string, scope: KeyScope, st: KeyedState): MapState<unknown, unknown> {
+function mapHandle(store: string, scope: KeyScope, st: KeyedState, copy: Copy): MapState<unknown, unknown> {
   const cache = st.cache;
   // The cache holds a Map per key; stored as an array of entries (the serde's shape).
   // The store's serde decodes to a Map (see mapStoreSerde), so the cache holds Maps.
@@ -40,18 +44,24 @@ function mapHandle(store: string, scope: KeyScope, st: KeyedState): MapState<unk
     st.noteWrite();
   };
   return {
-    get: (k) => load()?.get(k),
+    get: (k) => copy(load()?.get(k)),
     has: (k) => load()?.has(k) ?? false,
     set(k, v) {
       const m = load() ?? new Map();
-      m.set(k, v);
+      m.set(k, copy(v));
       save(m);
     },
     delete(k) {
       const m = load();
       if (m?.delete(k)) save(m);
     },
-    entries: () => (load() ?? new Map()).entries(),
+    entries: () => {
+      const it = (load() ?? new Map()).entries();
+      if (copy === live) return it;
+      return (function* () {
+        for (const [k, v] of it) yield [k, copyValue(v)] as [unknown, unknown];
+      })();
+    },
     keys: () => (load() ?? new Map()).keys(),
     get size() {
       return load()?.size ?? 0;
@@ -63,11 +73,12 @@ function mapHandle(store: string, scope: KeyScope, st: KeyedState): MapState<unk
   };
 }
 
-function listHandle(store: string, scope: KeyScope, st: KeyedState): ListState<unknown> {
+function listHandle(store: string, scope: KeyScope, st: KeyedState, copy: Copy): ListState<unknown> {
   const cache = st.cache;
   return {
-    get: () => (cache.get(store, scope.bytes) as unknown[] | undefined) ?? [],
-    add(v) {
+    get: () => copy((cache.get(store, scope.bytes) as unknown[] | undefined) ?? []),
+    add(value) {
+      const v = copy(value);
       const cur = cache.get(store, scope.bytes) as unknown[] | undefined;
       const next = cur === undefined ? [v] : cur;
       if (cur !== undefined) cur.push(v);
@@ -76,7 +87,13 @@ function listHandle(store: string, scope: KeyScope, st: KeyedState): ListState<u
     },
     update(values) {
       if (values.length === 0) cache.delete(store, scope.bytes);
-      else cache.set(store, scope.bytes, [...values], approxSize(scope.bytes, values));
+      else
+        cache.set(
+          store,
+          scope.bytes,
+          copy === live ? [...values] : copy(values),
+          approxSize(scope.bytes, values),
+        );
       st.noteWrite();
     },
     clear() {
@@ -114,6 +131,8 @@ export function createProcessOp(
   const keySerde = node.keySerde;
   const scope: KeyScope = { bytes: Buffer.alloc(0) };
   const handles: Record<string, unknown> = {};
+  // User processors get copies of state values; Sluice's own (windows, joins) the stored ones.
+  const copy: Copy = (processor as { [LIVE_STATE]?: boolean })[LIVE_STATE] ? live : copyValue;
   let timerStore: string | undefined;
   for (const s of stores) {
     if (s.stateName === '__timers') {
@@ -123,10 +142,10 @@ export function createProcessOp(
     const d = s.descriptor;
     handles[s.stateName] =
       d.kind === 'value'
-        ? valueHandle(s.name, scope, st)
+        ? valueHandle(s.name, scope, st, copy)
         : d.kind === 'map'
-          ? mapHandle(s.name, scope, st)
-          : listHandle(s.name, scope, st);
+          ? mapHandle(s.name, scope, st, copy)
+          : listHandle(s.name, scope, st, copy);
   }
   let currentKey: unknown = null;
   let emitTs: number | undefined;
