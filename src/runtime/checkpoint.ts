@@ -77,10 +77,7 @@ export async function writeCheckpoint(
     written = await plain.send(all);
     await commitOffsetsAtLeastOnce(d, offsets);
   }
-  await store()?.commitLocal(
-    written,
-    Object.fromEntries(offsets.map((o) => [`${o.topic}:${o.partition}`, o.offset])),
-  );
+  await store()?.commitLocal(written);
   // Another input's batch may have been processed while this commit was in flight (kafkajs
   // runs partitions concurrently, and a task reads one partition of each of its topics): its
   // offsets and records belong to the next checkpoint, so forget only what this one committed.

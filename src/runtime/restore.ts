@@ -22,7 +22,7 @@ const RESTORE_REPORT_MS = 5000;
 
 /** An empty meta entry: a folder that replays every changelog from its start. */
 function emptyMeta(): CheckpointMeta {
-  return { version: 1, changelogOffsets: {}, inputOffsets: {}, writtenAt: 0 };
+  return { version: 1, changelogOffsets: {}, writtenAt: 0 };
 }
 
 /** Local state that cannot be trusted: RocksDB's own corruption, or a meta entry that does not decode. */

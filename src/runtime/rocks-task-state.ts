@@ -157,7 +157,7 @@ export class RocksTaskState implements TaskState {
    * stored: it was deleted and recreated while the task ran (the task resets, and recovery
    * rebuilds the state from what the new changelog holds).
    */
-  async commitLocal(written: WrittenOffsets, inputOffsets: Record<string, string>): Promise<void> {
+  async commitLocal(written: WrittenOffsets): Promise<void> {
     const changelogOffsets = { ...this.#meta.changelogOffsets };
     const changelogLast = { ...this.#meta.changelogLast };
     for (const [store, rec] of this.#pendingLast) {
@@ -180,7 +180,6 @@ export class RocksTaskState implements TaskState {
     const meta: CheckpointMeta = {
       version: 1,
       changelogOffsets,
-      inputOffsets: { ...this.#meta.inputOffsets, ...inputOffsets },
       changelogLast,
       writtenAt: Date.now(),
     };

@@ -18,7 +18,7 @@ export interface TaskState {
   /** Adds the latest value (or a tombstone) of every dirty key to `out`, by changelog topic. */
   writeChangelog(out: Map<string, OutRecord[]>, partition: number): void;
   /** After the Kafka commit: one atomic RocksDB batch with the dirty keys and the meta entry. */
-  commitLocal(written: WrittenOffsets, inputOffsets: Record<string, string>): Promise<void>;
+  commitLocal(written: WrittenOffsets): Promise<void>;
   /** Fires due timers (event time up to the watermark, processing time up to now; either may be skipped). */
   advanceTime(watermark: number | undefined, now: number | undefined, guard?: TimerGuard): number;
   /** Pushes cache counters to the metrics. */

@@ -31,13 +31,14 @@ export interface ChangelogRecordView {
  * recreated: wipe and rebuild.
  *
  * Offsets are decimal strings (Kafka offsets are int64; kafkajs hands them over as strings).
+ * Input offsets are not kept here: a task reads them from the group (they are committed in the
+ * checkpoint's transaction). Entries written by earlier versions carry an `inputOffsets` field,
+ * which nothing read; it is dropped like any unknown field.
  */
 export interface CheckpointMeta {
   version: 1;
   /** Store name → next changelog offset to replay from (last offset written + 1). */
   changelogOffsets: Record<string, string>;
-  /** `topic:partition` → next input offset, as committed in the same transaction. */
-  inputOffsets: Record<string, string>;
   /**
    * Store name → the last changelog record this folder holds (absent in entries written before
    * fingerprints existed, and for a store whose changelog partition is still empty).
@@ -49,7 +50,6 @@ export interface CheckpointMeta {
 
 const OFFSET = /^(0|[1-9][0-9]{0,18})$/;
 const MAX_OFFSET = 9223372036854775807n;
-const INPUT_KEY = /^.+:(0|[1-9][0-9]*)$/;
 
 /**
  * Encodes the meta entry as JSON bytes, validating it first.
@@ -58,7 +58,6 @@ const INPUT_KEY = /^.+:(0|[1-9][0-9]*)$/;
  * const meta = encodeCheckpointMeta({
  *   version: 1,
  *   changelogOffsets: { counts: '1042' },
- *   inputOffsets: { 'clicks:3': '98213' },
  *   writtenAt: Date.now(),
  * });
  * @throws TypeError when a field is invalid (a bug in the caller).
@@ -102,7 +101,6 @@ function validate(input: unknown): CheckpointMeta {
   const meta: CheckpointMeta = {
     version: 1,
     changelogOffsets: record(input.changelogOffsets, 'changelogOffsets', isStoreKey, isOffset),
-    inputOffsets: record(input.inputOffsets, 'inputOffsets', (k) => INPUT_KEY.test(k), isOffset),
     writtenAt,
   };
   if (input.changelogLast !== undefined) meta.changelogLast = fingerprints(input.changelogLast);

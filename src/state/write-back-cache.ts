@@ -4,8 +4,9 @@
  * Reads hit the cache, else a synchronous loader (RocksDB `getSync` + decode) fills it clean.
  * Writes and deletes only mark entries dirty; at a checkpoint the runtime takes {@link dirty},
  * writes them to the changelogs, commits, writes them to RocksDB in one batch and then calls
- * {@link markClean}. A failed transaction calls {@link discardDirty}: the uncommitted writes are
- * forgotten and the next read goes back to RocksDB, which holds the last committed state.
+ * {@link markClean}. A failed checkpoint resets the task, whose state close calls {@link clear}:
+ * the uncommitted writes are forgotten and the next read goes back to RocksDB, which holds the
+ * last committed state.
  *
  * Memory is bounded by `maxBytes`, counted with the sizes the caller gives. Over the bound, the
  * least recently used CLEAN entries are evicted; dirty entries stay until they are written, so the
@@ -42,8 +43,6 @@ export interface WriteBackCacheOptions<V> {
   maxBytes: number;
   /** Synchronous read-through on a miss. It may return the same object every time. */
   loader: (store: string, key: Buffer) => Loaded<V>;
-  /** Batched read-through for {@link WriteBackCache.prefetch} (one RocksDB MultiGet). */
-  loadMany?: (store: string, keys: Buffer[]) => ReadonlyArray<Loaded<V>>;
 }
 
 export interface DirtyEntry<V> {
@@ -84,7 +83,6 @@ class Entry<V> {
 export class WriteBackCache<V> {
   private maxBytes: number;
   private readonly loader: (store: string, key: Buffer) => Loaded<V>;
-  private readonly loadMany: ((store: string, keys: Buffer[]) => ReadonlyArray<Loaded<V>>) | undefined;
   private readonly stores = new Map<string, Map<string, Entry<V>>>();
   /** Sentinel of the clean-entry LRU list: `head.next` is the least recently used. */
   private readonly head: Entry<V>;
@@ -103,7 +101,6 @@ export class WriteBackCache<V> {
     if (!(opts.maxBytes >= 0)) throw new RangeError(`maxBytes must be >= 0, got ${opts.maxBytes}`);
     this.maxBytes = opts.maxBytes;
     this.loader = opts.loader;
-    this.loadMany = opts.loadMany;
     this.head = new Entry<V>('', new Map(), '', undefined, 0, false, 0);
     this.head.prev = this.head;
     this.head.next = this.head;
@@ -123,7 +120,7 @@ export class WriteBackCache<V> {
   get hits(): number {
     return this._hits;
   }
-  /** Reads that went to the loader, plus keys loaded by {@link prefetch}. */
+  /** Reads that went to the loader. */
   get misses(): number {
     return this._misses;
   }
@@ -174,31 +171,6 @@ export class WriteBackCache<V> {
     return this.stores.get(store)?.has(key.toString('latin1')) ?? false;
   }
 
-  /**
-   * Loads the missing ones among `keys` with one `loadMany` call (e.g. the keys of a polled batch
-   * before processing it), so that the following `get`s hit. Without `loadMany`, does nothing.
-   */
-  prefetch(store: string, keys: readonly Buffer[]): void {
-    if (this.loadMany === undefined || keys.length === 0) return;
-    const map = this.storeMap(store);
-    const missing: Buffer[] = [];
-    const names: string[] = [];
-    const pending = new Set<string>();
-    for (const key of keys) {
-      const k = key.toString('latin1');
-      if (map.has(k) || pending.has(k)) continue;
-      pending.add(k);
-      missing.push(key);
-      names.push(k);
-    }
-    if (missing.length === 0) return;
-    const loaded = this.loadMany(store, missing);
-    this._misses += missing.length;
-    for (let i = 0; i < names.length; i++)
-      this.insertClean(store, map, names[i], loaded[i].value, loaded[i].size);
-    this.evict();
-  }
-
   /** Sets `key` to `value` (dirty until the next checkpoint). `sizeBytes`: approximate entry size. */
   set(store: string, key: Buffer, value: V, sizeBytes: number): void {
     this.write(store, key, value, sizeBytes);
@@ -240,13 +212,6 @@ export class WriteBackCache<V> {
     }
     list.length = kept;
     this.evict();
-  }
-
-  /** Forgets every uncommitted write (a failed transaction); later reads reload from RocksDB. */
-  discardDirty(): void {
-    for (const e of this.dirtyList) this.remove(e);
-    this.dirtyList = [];
-    this.snapshotSeq = -1;
   }
 
   /** Drops every entry of one store, dirty ones included (its RocksDB data was wiped). */

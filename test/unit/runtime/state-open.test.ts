@@ -144,7 +144,7 @@ test('a checkpoint should record the fingerprint of its last changelog record, a
   const changelog = 'unit-open-' + store + '-changelog';
   // Two records at offsets 3 and 4 (2 was the previous transaction's commit marker).
   const sent = write(['cid', 'dan']);
-  await s.commitLocal(new Map([[`${changelog}:0`, 4n]]), {});
+  await s.commitLocal(new Map([[`${changelog}:0`, 4n]]));
   const rocks = s.rocks;
   const meta = JSON.parse(rocks.readMeta()!.toString());
   assert.equal(meta.changelogOffsets[store], '5');
@@ -156,7 +156,7 @@ test('a checkpoint should record the fingerprint of its last changelog record, a
   // The changelog was recreated: this checkpoint's two records landed at offsets 0 and 1.
   write(['eve', 'fay']);
   await assert.rejects(
-    s.commitLocal(new Map([[`${changelog}:0`, 1n]]), {}),
+    s.commitLocal(new Map([[`${changelog}:0`, 1n]])),
     (e: unknown) => e instanceof TaskCorruptedError && /deleted and recreated/.test(e.message),
   );
   assert.equal(JSON.parse(rocks.readMeta()!.toString()).changelogOffsets[store], '5', 'nothing written');

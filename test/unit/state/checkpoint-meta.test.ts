@@ -13,7 +13,6 @@ import { CheckpointMetaError } from '../../../src/state/errors.js';
 const meta: CheckpointMeta = {
   version: 1,
   changelogOffsets: { counts: '1042', 'last.seen': '0' },
-  inputOffsets: { 'clicks:3': '98213', 'a:b:0': '9223372036854775807' },
   changelogLast: {
     counts: { offset: '1040', timestamp: '1700000000100', hash: '0123456789abcdef0123456789abcdef' },
   },
@@ -24,7 +23,7 @@ test('checkpoint meta should round-trip through JSON bytes', () => {
   const bytes = encodeCheckpointMeta(meta);
   assert.ok(Buffer.isBuffer(bytes));
   assert.deepEqual(decodeCheckpointMeta(bytes), meta);
-  const bare = { version: 1 as const, changelogOffsets: {}, inputOffsets: {}, writtenAt: 0 };
+  const bare = { version: 1 as const, changelogOffsets: { big: '9223372036854775807' }, writtenAt: 0 };
   assert.deepEqual(decodeCheckpointMeta(encodeCheckpointMeta(bare)), bare);
 });
 
@@ -41,13 +40,9 @@ test('checkpoint meta should reject invalid entries with a corruption error', ()
     ['no version', { ...meta, version: undefined }],
     ['negative offset', { ...meta, changelogOffsets: { counts: '-1' } }],
     ['numeric offset', { ...meta, changelogOffsets: { counts: 5 } }],
-    ['leading zero', { ...meta, inputOffsets: { 'clicks:3': '012' } }],
-    ['offset past int64', { ...meta, inputOffsets: { 'clicks:3': '9223372036854775808' } }],
-    ['input key without partition', { ...meta, inputOffsets: { clicks: '1' } }],
-    [
-      'proto key',
-      JSON.parse('{"version":1,"changelogOffsets":{"__proto__":"1"},"inputOffsets":{},"writtenAt":1}'),
-    ],
+    ['leading zero', { ...meta, changelogOffsets: { counts: '012' } }],
+    ['offset past int64', { ...meta, changelogOffsets: { counts: '9223372036854775808' } }],
+    ['proto key', JSON.parse('{"version":1,"changelogOffsets":{"__proto__":"1"},"writtenAt":1}')],
     ['missing writtenAt', { ...meta, writtenAt: undefined }],
     ['fingerprint without hash', { ...meta, changelogLast: { counts: { offset: '1', timestamp: '2' } } }],
     [
@@ -80,7 +75,28 @@ test('a meta entry written before fingerprints should still decode, without chan
   assert.deepEqual(decodeCheckpointMeta(old), {
     version: 1,
     changelogOffsets: { counts: '7' },
-    inputOffsets: {},
+    writtenAt: 1,
+  });
+});
+
+test('a meta entry should not carry input offsets (never read: the group has them); older entries with them still decode', () => {
+  const bytes = encodeCheckpointMeta({ version: 1, changelogOffsets: { counts: '7' }, writtenAt: 1 });
+  assert.deepEqual(JSON.parse(bytes.toString()), {
+    version: 1,
+    changelogOffsets: { counts: '7' },
+    writtenAt: 1,
+  });
+  const old = Buffer.from(
+    JSON.stringify({
+      version: 1,
+      changelogOffsets: { counts: '7' },
+      inputOffsets: { 'clicks:3': '98' },
+      writtenAt: 1,
+    }),
+  );
+  assert.deepEqual(decodeCheckpointMeta(old), {
+    version: 1,
+    changelogOffsets: { counts: '7' },
     writtenAt: 1,
   });
 });

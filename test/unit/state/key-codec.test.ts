@@ -1,20 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import {
-  concatKey,
-  concatPrefix,
-  decodeConcatKey,
-  decodeTimerKey,
-  decodeTimestamp,
-  decodeWindowKey,
-  encodeTimerKey,
-  encodeTimestamp,
-  encodeWindowKey,
-  prefixRange,
-  prefixUpperBound,
-  timerScanEnd,
-  windowRange,
-} from '../../../src/state/key-codec.js';
+import { decodeTimerKey, encodeTimerKey } from '../../../src/state/key-codec.js';
 import { rng } from '../../helpers/running-sum.js';
 
 function randomTs(r: () => number): number {
@@ -42,14 +28,19 @@ test('key codec should order timestamps by numeric value, negatives and 2^53 inc
   const r = rng(1);
   const edge = [Number.MIN_SAFE_INTEGER, -(2 ** 32), -1, 0, 1, 2 ** 32 - 1, 2 ** 32, Number.MAX_SAFE_INTEGER];
   const values = [...edge, ...Array.from({ length: 3000 }, () => randomTs(r))];
-  for (const v of values) assert.equal(decodeTimestamp(encodeTimestamp(v)), v);
+  const none = Buffer.alloc(0);
+  for (const v of values) assert.equal(decodeTimerKey(encodeTimerKey(v, none)).ts, v);
   for (let i = 0; i < 20000; i++) {
     const a = values[Math.floor(r() * values.length)];
     const b = values[Math.floor(r() * values.length)];
-    assert.equal(Buffer.compare(encodeTimestamp(a), encodeTimestamp(b)), sign(a - b), `${a} vs ${b}`);
+    assert.equal(
+      Buffer.compare(encodeTimerKey(a, none), encodeTimerKey(b, none)),
+      sign(a - b),
+      `${a} vs ${b}`,
+    );
   }
-  assert.throws(() => encodeTimestamp(1.5), RangeError);
-  assert.throws(() => encodeTimestamp(2 ** 53), RangeError);
+  assert.throws(() => encodeTimerKey(1.5, none), RangeError);
+  assert.throws(() => encodeTimerKey(2 ** 53, none), RangeError);
 });
 
 test('key codec should sort timer keys by time, then key, and round-trip them', () => {
@@ -67,81 +58,5 @@ test('key codec should sort timer keys by time, then key, and round-trip them', 
     assert.equal(d.ts, ta);
     assert.deepEqual(d.key, ka);
   }
-  const due = encodeTimerKey(100, Buffer.from([0xff, 0xff]));
-  assert.ok(Buffer.compare(due, timerScanEnd(100)) < 0, 'a timer at t is before timerScanEnd(t)');
-  assert.ok(Buffer.compare(encodeTimerKey(101, Buffer.alloc(0)), timerScanEnd(100)) >= 0);
-});
-
-test('key codec should keep composite keys apart and their suffixes in one range', () => {
-  assert.notDeepEqual(
-    concatKey(Buffer.from('ab'), Buffer.from('c')),
-    concatKey(Buffer.from('a'), Buffer.from('bc')),
-  );
-  const r = rng(3);
-  for (let i = 0; i < 3000; i++) {
-    const p = randomBytes(r, 5);
-    const s = randomBytes(r, 5);
-    const k = concatKey(p, s);
-    const d = decodeConcatKey(k);
-    assert.deepEqual(d.prefix, p);
-    assert.deepEqual(d.suffix, s);
-    const other = randomBytes(r, 5);
-    const { gte, lt } = prefixRange(concatPrefix(p));
-    const inRange = (x: Buffer) =>
-      Buffer.compare(x, gte) >= 0 && (lt === undefined || Buffer.compare(x, lt) < 0);
-    assert.ok(inRange(k));
-    assert.equal(inRange(concatKey(other, s)), other.equals(p));
-    // Within one prefix, composite keys sort like their suffixes.
-    const s2 = randomBytes(r, 5);
-    assert.equal(sign(Buffer.compare(k, concatKey(p, s2))), sign(Buffer.compare(s, s2)));
-  }
-  assert.throws(() => decodeConcatKey(Buffer.from([0, 0, 0, 9, 1])), RangeError);
-});
-
-test('key codec should round-trip window keys and sort one key by start, then end', () => {
-  const key = Buffer.from('sensor-1');
-  const a = encodeWindowKey(key, 60_000);
-  assert.deepEqual(decodeWindowKey(a), { key, windowStart: 60_000 });
-  const s = encodeWindowKey(key, -5, 1_000);
-  assert.deepEqual(decodeWindowKey(s), { key, windowStart: -5, windowEnd: 1_000 });
-  const r = rng(4);
-  for (let i = 0; i < 5000; i++) {
-    const s1 = randomTs(r);
-    const s2 = r() < 0.3 ? s1 : randomTs(r);
-    const e1 = randomTs(r);
-    const e2 = randomTs(r);
-    const expected = s1 === s2 ? sign(e1 - e2) : sign(s1 - s2);
-    assert.equal(Buffer.compare(encodeWindowKey(key, s1, e1), encodeWindowKey(key, s2, e2)), expected);
-  }
-  assert.throws(() => decodeWindowKey(Buffer.concat([a, Buffer.from([1])])), RangeError);
-});
-
-test("key codec should bound a scan of one key's windows by start", () => {
-  const key = Buffer.from('k');
-  const other = Buffer.from('k2');
-  const keys = [
-    encodeWindowKey(key, 0),
-    encodeWindowKey(key, 10, 20),
-    encodeWindowKey(key, 20),
-    encodeWindowKey(key, 30, 31),
-    encodeWindowKey(other, 10),
-  ];
-  const within = (range: { gte: Buffer; lt?: Buffer }) =>
-    keys
-      .filter(
-        (k) =>
-          Buffer.compare(k, range.gte) >= 0 && (range.lt === undefined || Buffer.compare(k, range.lt) < 0),
-      )
-      .map((k) => decodeWindowKey(k).windowStart);
-  assert.deepEqual(within(windowRange(key)), [0, 10, 20, 30]);
-  assert.deepEqual(within(windowRange(key, 10, 30)), [10, 20]);
-  assert.deepEqual(within(windowRange(key, 11)), [20, 30]);
-});
-
-test('key codec should compute prefix upper bounds with carry', () => {
-  assert.deepEqual(prefixUpperBound(Buffer.from([1, 2, 3])), Buffer.from([1, 2, 4]));
-  assert.deepEqual(prefixUpperBound(Buffer.from([1, 0xff, 0xff])), Buffer.from([2]));
-  assert.equal(prefixUpperBound(Buffer.from([0xff, 0xff])), undefined);
-  assert.equal(prefixUpperBound(Buffer.alloc(0)), undefined);
-  assert.deepEqual(prefixRange(Buffer.from([0xff])), { gte: Buffer.from([0xff]) });
+  assert.throws(() => decodeTimerKey(Buffer.alloc(7)), RangeError);
 });

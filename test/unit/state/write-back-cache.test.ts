@@ -17,10 +17,6 @@ function mapCache(maxBytes: number, backing = new Map<string, string>()) {
       loads.push(`${store}/${key}`);
       return { value: backing.get(`${store}/${key}`), size: 10 };
     },
-    loadMany: (store, keys) => {
-      loads.push(`many:${keys.length}`);
-      return keys.map((key) => ({ value: backing.get(`${store}/${key}`), size: 10 }));
-    },
   });
   return { cache, loads, backing };
 }
@@ -125,17 +121,6 @@ test('write-back cache should keep writes made after the snapshot dirty', () => 
   );
 });
 
-test('write-back cache should load a batch of misses with one prefetch', () => {
-  const { cache, loads } = mapCache(1000, new Map([['s/a', 'A']]));
-  cache.get('s', k('b'));
-  cache.prefetch('s', [k('a'), k('b'), k('c'), k('a')]);
-  assert.deepEqual(loads, ['s/b', 'many:2']);
-  assert.equal(cache.get('s', k('a')), 'A');
-  assert.equal(cache.get('s', k('c')), undefined);
-  assert.equal(cache.misses, 3);
-  assert.equal(cache.hits, 2);
-});
-
 test('write-back cache should clear one store, dirty entries included', () => {
   const { cache } = mapCache(1000);
   cache.get('s', k('a'));
@@ -161,7 +146,7 @@ async function tempStore(t: TestContext, stores: string[]): Promise<RocksStore> 
   return rocks;
 }
 
-test('write-back cache should fall back to RocksDB after discarding dirty writes', async (t) => {
+test('write-back cache should fall back to RocksDB after clear() drops uncommitted writes (a task reset)', async (t) => {
   const rocks = await tempStore(t, ['counts']);
   const loaded: Loaded<number> = { value: undefined, size: 0 };
   const cache = new WriteBackCache<number>({
@@ -196,7 +181,7 @@ test('write-back cache should fall back to RocksDB after discarding dirty writes
   cache.delete('counts', k('b'));
   cache.set('counts', k('c'), 3, 72);
   assert.equal(cache.get('counts', k('b')), undefined);
-  cache.discardDirty();
+  cache.clear();
   assert.equal(cache.dirtyEntries, 0);
   const missesBefore = cache.misses;
   assert.equal(cache.get('counts', k('a')), 1);
