@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import WebSocket from 'ws';
 
-/** Debian's chromium (`apt-get install chromium`); tests skip when it is missing. */
+/** Debian's chromium (`apt-get install chromium`); tests skip when it is missing (fail in CI: `prereq.ts`). */
 export const CHROMIUM = ['/usr/bin/chromium', '/usr/bin/chromium-browser'].find((p) => existsSync(p));
 
 export interface Page {
