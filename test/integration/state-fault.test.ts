@@ -1,0 +1,85 @@
+/**
+ * A state read that fails is Sluice's or the machine's fault, not the user's (issue 13.2): the
+ * batch must fail without committing, the task reset to its last checkpoint and the records
+ * processed again, and no good record may go to the dead-letter topic. The fault is injected
+ * into the task's RocksDB store (its first read of one key throws a StateIoError, as an I/O error
+ * would); the reset reopens the store, so the retry reads for real.
+ */
+import assert from 'node:assert/strict';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { App, json, loadConfig, startWorker, string, valueState } from 'sluice';
+import type { RocksTaskState } from '../../src/runtime/rocks-task-state.js';
+import { StateIoError } from '../../src/state/errors.js';
+import { deleteTopicsMatching, eventually, jobTopics, produce, readAll } from '../helpers/kafka.js';
+import { metricSum } from '../helpers/workers.js';
+
+test('a state read that fails should reset the task and reprocess its records, with exact output and no dead letter', {
+  timeout: 120_000,
+}, async (t) => {
+  const { id, input, output } = await jobTopics('t-state-fault', 1);
+  let w: Awaited<ReturnType<typeof startWorker>> | undefined;
+  t.after(async () => {
+    await w?.stop();
+    await deleteTopicsMatching(id);
+  });
+  const app = new App({ id });
+  app
+    .stream(input, { key: string(), value: json<{ k: string; seq: number }>() })
+    .byKey()
+    .process<{ k: string; n: number; seq: number }>(
+      {
+        state: { n: valueState<number>() },
+        onRecord(r, ctx) {
+          const n = (ctx.state.n.get() ?? 0) + 1;
+          ctx.state.n.set(n);
+          ctx.emit({ k: r.k, n, seq: r.seq });
+        },
+      },
+      { name: 'count' },
+    )
+    .to(output);
+  const config = loadConfig({
+    env: { KAFKA_BROKERS: process.env.KAFKA_BROKERS },
+    overrides: {
+      http: { enabled: false },
+      log: { level: 'silent', format: 'json' },
+      state: { dir: mkdtempSync(join(tmpdir(), 'sluice-fault-')) },
+    },
+  });
+  w = await startWorker(app, config);
+  const worker = w.worker;
+  await eventually(async () => worker.readiness().ready, { timeoutMs: 60_000, what: 'worker ready' });
+  const rocks = (worker.tasks.get('0_0')!.stateStore as RocksTaskState).rocks;
+  const real = rocks.getSync.bind(rocks);
+  let injected = 0;
+  rocks.getSync = (store, key) => {
+    if (key.toString() === 'k3' && injected === 0) {
+      injected++;
+      throw new StateIoError('/state', 'read', 'state I/O error in /state during read: EIO (injected)');
+    }
+    return real(store, key);
+  };
+  const N = 50;
+  await produce(
+    input,
+    Array.from({ length: N }, (_, i) => ({
+      key: `k${i % 5}`,
+      value: JSON.stringify({ k: `k${i % 5}`, seq: i }),
+    })),
+  );
+  const out = await readAll(output, { expected: N, settleMs: 2000 });
+  assert.equal(injected, 1, 'the fault was met');
+  const bySeq = new Map(
+    out.map((r) => [JSON.parse(r.value!).seq as number, JSON.parse(r.value!).n as number]),
+  );
+  assert.equal(out.length, N, 'every record out once (read_committed)');
+  for (let i = 0; i < N; i++)
+    assert.equal(bySeq.get(i), Math.floor(i / 5) + 1, `seq ${i}: its key's exact count`);
+  const dlq = await readAll(`${id}-dlq`, { timeoutMs: 3000, settleMs: 1000 });
+  assert.equal(dlq.length, 0, 'no dead letter for a good record');
+  const metrics = await w.registry.metrics();
+  assert.equal(metricSum(metrics, 'sluice_errors_total', { app: id, kind: 'processing' }), 1);
+});
