@@ -226,7 +226,9 @@ export class TaskManager {
    * checkpoint; a full disk fails the worker over instead.
    */
   processingFailed(task: Task, e: unknown): void {
-    if (!this.owns(task) || !this.#d.isRunning()) return;
+    // Also while the worker starts (batches are processed then): what the failed batch applied
+    // before the fault must never reach a checkpoint, or its records would count twice.
+    if (!this.owns(task)) return;
     if (this.#d.failOverOnFullDisk(task, e)) return;
     this.#d.metrics.errors.inc({ app: this.#d.appId, kind: 'processing' });
     task.reset(e).catch((e2) => this.retryTask(task, 1, e2));
