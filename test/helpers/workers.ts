@@ -4,7 +4,10 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import type { TestContext } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { brokers, deleteTopicsMatching } from './kafka.js';
+import { loadConfig } from '../../src/config/load.js';
+import type { SluiceConfig } from '../../src/config/schema.js';
+import { App, type RunningWorker, startWorker } from '../../src/index.js';
+import { brokers, deleteTopicsMatching, jobTopics } from './kafka.js';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '../../..');
 export const SLUICE_BIN = join(root, 'bin/sluice.js');
@@ -191,4 +194,38 @@ export function workerGroup(t: TestContext, id: string) {
       }
     },
   };
+}
+
+/**
+ * The configuration of an in-process worker (`startWorker`) for a test: the suite's broker, no
+ * HTTP server, JSON logs at `level`, a fresh state folder.
+ */
+function inProcessConfig(level: 'silent' | 'warn' | 'info'): SluiceConfig {
+  return loadConfig({
+    env: { KAFKA_BROKERS: process.env.KAFKA_BROKERS },
+    overrides: {
+      http: { enabled: false },
+      log: { level, format: 'json' },
+      state: { dir: mkdtempSync(join(tmpdir(), 'sluice-')) },
+    },
+  });
+}
+
+/**
+ * An app for an in-process worker of a test, with fresh topics (`jobTopics`): build the topology
+ * on `app`, then `start()` the worker. The test's cleanup stops the worker, then deletes the
+ * topics, in this order: topics deleted under a running worker kept a kafkajs metadata retry (and
+ * its socket) alive after stop(), and the test file never exited.
+ */
+export async function inProcessApp(t: TestContext, prefix: string, partitions: number) {
+  const topics = await jobTopics(prefix, partitions);
+  const app = new App({ id: topics.id });
+  let w: RunningWorker | undefined;
+  t.after(async () => {
+    await w?.stop();
+    await deleteTopicsMatching(topics.id);
+  });
+  const start = async (level: 'silent' | 'warn' | 'info' = 'warn') =>
+    (w = await startWorker(app, inProcessConfig(level)));
+  return { ...topics, app, start };
 }

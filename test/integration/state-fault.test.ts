@@ -6,26 +6,17 @@
  * would); the reset reopens the store, so the retry reads for real.
  */
 import assert from 'node:assert/strict';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { test } from 'node:test';
-import { App, json, loadConfig, startWorker, string, valueState } from 'sluice';
+import { json, string, valueState } from 'sluice';
 import type { RocksTaskState } from '../../src/runtime/rocks-task-state.js';
 import { StateIoError } from '../../src/state/errors.js';
-import { deleteTopicsMatching, eventually, jobTopics, produce, readAll } from '../helpers/kafka.js';
-import { metricSum } from '../helpers/workers.js';
+import { eventually, produce, readAll } from '../helpers/kafka.js';
+import { inProcessApp, metricSum } from '../helpers/workers.js';
 
 test('a state read that fails should reset the task and reprocess its records, with exact output and no dead letter', {
   timeout: 120_000,
 }, async (t) => {
-  const { id, input, output } = await jobTopics('t-state-fault', 1);
-  let w: Awaited<ReturnType<typeof startWorker>> | undefined;
-  t.after(async () => {
-    await w?.stop();
-    await deleteTopicsMatching(id);
-  });
-  const app = new App({ id });
+  const { id, input, output, app, start } = await inProcessApp(t, 't-state-fault', 1);
   app
     .stream(input, { key: string(), value: json<{ k: string; seq: number }>() })
     .byKey()
@@ -41,15 +32,7 @@ test('a state read that fails should reset the task and reprocess its records, w
       { name: 'count' },
     )
     .to(output);
-  const config = loadConfig({
-    env: { KAFKA_BROKERS: process.env.KAFKA_BROKERS },
-    overrides: {
-      http: { enabled: false },
-      log: { level: 'silent', format: 'json' },
-      state: { dir: mkdtempSync(join(tmpdir(), 'sluice-fault-')) },
-    },
-  });
-  w = await startWorker(app, config);
+  const w = await start('silent');
   const worker = w.worker;
   await eventually(async () => worker.readiness().ready, { timeoutMs: 60_000, what: 'worker ready' });
   const rocks = (worker.tasks.get('0_0')!.stateStore as RocksTaskState).rocks;

@@ -4,9 +4,9 @@ import { existsSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { App, json, loadConfig, startWorker, string, valueState } from 'sluice';
+import { json, string, valueState } from 'sluice';
 import { deleteTopicsMatching, jobTopics, produce, readAll, withAdmin } from '../helpers/kafka.js';
-import { jobPath, SLUICE_BIN, spawnWorker } from '../helpers/workers.js';
+import { inProcessApp, jobPath, SLUICE_BIN, spawnWorker } from '../helpers/workers.js';
 
 interface In {
   k: string;
@@ -16,15 +16,7 @@ interface In {
 test('timers should fire on event time when the watermark passes them and on processing time by the clock', {
   timeout: 120_000,
 }, async (t) => {
-  const { id, input, output } = await jobTopics('t-timers', 1);
-  // One hook, in this order: topics deleted under a running worker kept a kafkajs metadata retry
-  // (and its socket) alive after stop(), and the test file never exited.
-  let w: Awaited<ReturnType<typeof startWorker>> | undefined;
-  t.after(async () => {
-    await w?.stop();
-    await deleteTopicsMatching(id);
-  });
-  const app = new App({ id });
+  const { input, output, app, start } = await inProcessApp(t, 't-timers', 1);
   app
     .stream(input, { key: string(), value: json<In>() })
     .keyBy((r) => r.k, { name: 'by-k' })
@@ -44,15 +36,7 @@ test('timers should fire on event time when the watermark passes them and on pro
       { name: 'timed' },
     )
     .to(output);
-  const config = loadConfig({
-    env: { KAFKA_BROKERS: process.env.KAFKA_BROKERS },
-    overrides: {
-      http: { enabled: false },
-      log: { level: 'warn', format: 'json' },
-      state: { dir: mkdtempSync(join(tmpdir(), 'sluice-')) },
-    },
-  });
-  w = await startWorker(app, config);
+  await start('warn');
   const rec = (k: string, ts: number, proc = false) => ({
     key: k,
     value: JSON.stringify({ k, proc }),
