@@ -117,19 +117,34 @@ test('overload shed mode should keep H·C/λ of the input at 2x capacity, hold p
   const realLambda = ((b.sent - a.sent) * 1000) / (b.at - a.at);
   // Kept fraction = records kept / records processed in the window (≈ those that arrived in it).
   const kept = (b.in - a.in - (b.shed - a.shed)) / (b.in - a.in);
-  const expected = (H * C) / realLambda;
+  // The model's prediction from the injected cost, not from the worker's own estimate of C
+  // (which the shedding itself is computed from): C_true = 1 / COST (issue 13.13, its bounds:
+  // ±10 % here, ±25 % for the cost estimate below). Measured on the shared 2-core dev machine on
+  // 2026-12-01, 4 runs: kept was −12.9, −24.7, −24.9 and −32.2 % off H·C_true/λ (the worker's real
+  // capacity was 379–428 rec/s, not 500: fetching, decoding, producing and checkpoints add
+  // 0.3–0.6 ms a record to the 2 ms operator) and −2..+2 % off H·C/λ with its own C in 3 of them
+  // (−10.7 % in the fourth); the operator cost estimate was +20, +10.5, +29.5 and +14.5 % off
+  // the injected 2 ms (Atomics.wait wakes late). These bounds fail there; they are not loosened.
+  const C_TRUE = 1e6 / COST_US;
+  const expected = (H * C_TRUE) / realLambda;
   const p99ok = (b.latUnderTau - a.latUnderTau) / (b.latCount - a.latCount);
   t.diagnostic(
     `window: sent ${b.sent - a.sent}, in ${b.in - a.in}, shed ${b.shed - a.shed}, ${((b.at - a.at) / 1000).toFixed(1)} s`,
   );
   t.diagnostic(
-    `C=${C.toFixed(0)} rec/s, λ=${realLambda.toFixed(0)} rec/s, kept ${kept.toFixed(3)} vs H·C/λ ${expected.toFixed(3)} (${((kept / expected - 1) * 100).toFixed(1)} %), share of outputs within τ=${TAU_MS} ms: ${p99ok.toFixed(4)}, operator cost ${(metricSum(b.text, 'sluice_operator_cost_seconds', { app: id, operator: 'cost' }) * 1e3).toFixed(2)} ms`,
+    `C=${C.toFixed(0)} rec/s (C_true ${C_TRUE}), λ=${realLambda.toFixed(0)} rec/s, kept ${kept.toFixed(3)} vs H·C_true/λ ${expected.toFixed(3)} (${((kept / expected - 1) * 100).toFixed(1)} %), share of outputs within τ=${TAU_MS} ms: ${p99ok.toFixed(4)}, operator cost ${(metricSum(b.text, 'sluice_operator_cost_seconds', { app: id, operator: 'cost' }) * 1e3).toFixed(2)} ms`,
   );
   assert.ok(b.shed > a.shed, 'records are shed at 2x capacity');
-  assert.ok(Math.abs(kept / expected - 1) <= 0.1, `kept ${kept} not within ±10 % of H·C/λ = ${expected}`);
+  assert.ok(
+    Math.abs(kept / expected - 1) <= 0.1,
+    `kept ${kept} not within ±10 % of H·C_true/λ = ${expected}`,
+  );
   assert.ok(b.latCount - a.latCount > 500, 'outputs were observed in the window');
   const opCost = metricSum(b.text, 'sluice_operator_cost_seconds', { app: id, operator: 'cost' });
-  assert.ok(opCost >= (0.8 * COST_US) / 1e6 && opCost < (10 * COST_US) / 1e6, `operator cost ${opCost} s`);
+  assert.ok(
+    Math.abs((opCost * 1e6) / COST_US - 1) <= 0.25,
+    `operator cost ${opCost} s not within ±25 % of the injected ${COST_US / 1e6} s`,
+  );
   assert.ok(p99ok >= 0.99, `p99 end-to-end latency over τ: only ${p99ok} of outputs within ${TAU_MS} ms`);
 
   // Back to half the capacity: shedding stops.
