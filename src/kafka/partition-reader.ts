@@ -18,7 +18,8 @@ const Batch = require('kafkajs/src/consumer/batch') as new (
 ) => { messages: InRecord[]; isEmpty(): boolean; lastOffset(): string };
 
 const READ_COMMITTED = 1;
-const CREATE_CLUSTER = (kafka: Kafka) => {
+/** A kafkajs cluster of its own (connections, metadata), outside any producer, consumer or admin. */
+export const createKafkajsCluster = (kafka: Kafka) => {
   const sym = Object.getOwnPropertySymbols(kafka).find(
     (s) => s.description === 'private:Kafka:createCluster',
   );
@@ -45,7 +46,7 @@ export class PartitionReader {
   #connected = false;
 
   constructor(kafka: Kafka) {
-    this.#cluster = CREATE_CLUSTER(kafka);
+    this.#cluster = createKafkajsCluster(kafka);
   }
 
   async #connect(topic: string): Promise<void> {
