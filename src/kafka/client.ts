@@ -1,3 +1,5 @@
+// First, before kafkajs loads: the load-time changes to it (a side-effect import, never reordered).
+import './kafkajs-preload.js';
 import { type Admin, Kafka, type Producer } from 'kafkajs';
 import type { Logger } from '../ops/logger.js';
 import { KafkaAdmin } from './admin.js';
