@@ -49,6 +49,9 @@ export interface WorkerOptions {
   onFatal?: (err: Error) => void;
   /** The HTTP address this worker advertises to the group (for routed state queries). */
   httpAddress?: () => string | undefined;
+  /** KIP-345 static membership (see instance-id.ts): the id, and whether stop() leaves the group. */
+  groupInstanceId?: string | undefined;
+  leaveGroupOnStop?: boolean;
 }
 
 export class Worker {
@@ -204,6 +207,7 @@ export class Worker {
       onMembers: (m) => {
         this.#members = m;
       },
+      groupInstanceId: this.#opts.groupInstanceId,
     });
     await this.#consumer.start({
       onAssignment: (a, member) => {
@@ -492,8 +496,11 @@ export class Worker {
     return this.#fatal;
   }
 
-  /** Graceful stop: checkpoint every task, leave the group, release everything. */
-  async stop(): Promise<void> {
+  /**
+   * Graceful stop: checkpoint every task, leave the group (a static member only with `leaveGroup`,
+   * default the `leaveGroupOnStop` option), release everything.
+   */
+  async stop(opts: { leaveGroup?: boolean } = {}): Promise<void> {
     if (this.#state === 'stopped' || this.#state === 'stopping') return;
     const failed = this.#state === 'failed';
     this.#state = 'stopping';
@@ -505,7 +512,9 @@ export class Worker {
     const tasks = [...this.#tasks.values()];
     await Promise.all(tasks.map((t) => t.close({ checkpoint: !failed })));
     this.#tasks.clear();
-    await this.#consumer?.stop().catch((e) => this.logger.warn({ err: e }, 'leaving the group failed'));
+    await this.#consumer
+      ?.stop({ leave: opts.leaveGroup ?? this.#opts.leaveGroupOnStop })
+      .catch((e) => this.logger.warn({ err: e }, 'leaving the group failed'));
     const plain = this.#plain;
     this.#plain = undefined;
     if (plain) await (await plain).close().catch(() => undefined);
