@@ -40,9 +40,7 @@ export async function groupCommand(argv: string[]): Promise<number> {
     let failed = 0;
     for (const m of removed) {
       if (m.error === undefined)
-        process.stdout.write(
-          `removed static member ${m.groupInstanceId} (member id ${m.memberId || '?'}) from group ${groupId}\n`,
-        );
+        process.stdout.write(`removed static member ${m.groupInstanceId} from group ${groupId}\n`);
       else {
         failed++;
         process.stderr.write(`could not remove ${m.groupInstanceId} from group ${groupId}: ${m.error}\n`);

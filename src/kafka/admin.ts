@@ -131,8 +131,8 @@ export class KafkaAdmin {
    * Removes static members (KIP-345) from a group at once: LeaveGroup v3 with
    * `{ memberId: '', groupInstanceId }` to the group coordinator, what the Java AdminClient's
    * `removeMembersFromConsumerGroup` sends. The coordinator rebalances the group now instead of
-   * waiting for the member's session timeout. Answers each id with the member id it removed, or
-   * the error for that id (`UNKNOWN_MEMBER_ID`: the group has no member with it).
+   * waiting for the member's session timeout. Answers each id, with the error for that id when it
+   * was not removed (`UNKNOWN_MEMBER_ID`: the group has no member with it).
    */
   async removeStaticMembers(groupId: string, groupInstanceIds: readonly string[]): Promise<RemovedMember[]> {
     if (!this.#kafka) throw new Error('removeStaticMembers needs the KafkaAdmin made by KafkaClient.admin()');
@@ -167,7 +167,7 @@ const require = createRequire(import.meta.url);
 /** One static member {@link KafkaAdmin.removeStaticMembers} removed, or could not. */
 export interface RemovedMember {
   groupInstanceId: string;
-  /** The member id the coordinator had for the instance (empty when it had none). */
+  /** The member id as the coordinator echoes it (empty: the member was named by instance id). */
   memberId: string;
   /** kafkajs's error type for this member (e.g. `UNKNOWN_MEMBER_ID`: no such instance), or absent. */
   error?: string;
