@@ -63,6 +63,27 @@ export function readOrCreateInstanceId(appDir: string): { id: string; created: b
   return { id, created: true };
 }
 
+/**
+ * The instance id stored in `appDir` when no running worker holds that folder (so its member, if
+ * the group still lists it, is a stopped one); undefined when there is none or a worker runs.
+ */
+export async function stoppedInstanceId(appDir: string): Promise<string | undefined> {
+  let id: string;
+  try {
+    id = readFileSync(join(appDir, INSTANCE_ID_FILE), 'utf8').trim();
+  } catch {
+    return undefined;
+  }
+  if (!GROUP_INSTANCE_ID_PATTERN.test(id)) return undefined;
+  try {
+    (await acquireDirLock(appDir)).release();
+  } catch (e) {
+    if (e instanceof StateLockedError) return undefined;
+    throw e;
+  }
+  return id;
+}
+
 /** Works out the worker's instance id (see the module comment); undefined: a dynamic member. */
 export async function claimGroupInstance(
   config: Readonly<SluiceConfig>,
