@@ -52,6 +52,7 @@ export class GroupConsumer {
   readonly #opts: GroupConsumerOptions;
   readonly #logger: Logger;
   #leaveOnStop = false;
+  #fenced = false;
 
   constructor(kafka: Kafka, settings: KafkaSettings, opts: GroupConsumerOptions, logger: Logger) {
     this.#opts = opts;
@@ -86,7 +87,11 @@ export class GroupConsumer {
     c.on(c.events.CRASH, (e) => {
       const err = e.payload.error as Error;
       // Another process joined with our instance id: rejoining would only fence it in turn.
-      if (isFencedInstance(err)) h.onFatal(fencedError(this.#opts, err));
+      if (isFencedInstance(err)) {
+        // The id is another process's now: never send it a LeaveGroup on the way out.
+        this.#fenced = true;
+        h.onFatal(fencedError(this.#opts, err));
+      }
       else if (!e.payload.restart) h.onFatal(err);
       else this.#logger.warn({ err }, 'consumer crashed, kafkajs restarts it');
     });
@@ -133,7 +138,7 @@ export class GroupConsumer {
    * partitions back without a rebalance, unless `leave` asks it to leave (scale-down).
    */
   async stop(opts: { leave?: boolean } = {}): Promise<void> {
-    this.#leaveOnStop = opts.leave === true;
+    this.#leaveOnStop = opts.leave === true && !this.#fenced;
     if (this.#opts.groupInstanceId !== undefined)
       this.#logger.info(
         { groupInstanceId: this.#opts.groupInstanceId, leave: this.#leaveOnStop },

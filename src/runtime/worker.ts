@@ -498,7 +498,7 @@ export class Worker {
 
   /**
    * Graceful stop: checkpoint every task, leave the group (a static member only with `leaveGroup`,
-   * default the `leaveGroupOnStop` option), release everything.
+   * default: when the worker failed, or the `leaveGroupOnStop` option), release everything.
    */
   async stop(opts: { leaveGroup?: boolean } = {}): Promise<void> {
     if (this.#state === 'stopped' || this.#state === 'stopping') return;
@@ -513,7 +513,8 @@ export class Worker {
     await Promise.all(tasks.map((t) => t.close({ checkpoint: !failed })));
     this.#tasks.clear();
     await this.#consumer
-      ?.stop({ leave: opts.leaveGroup ?? this.#opts.leaveGroupOnStop })
+      // A failed worker leaves even as a static member, so that its tasks fail over (full disk).
+      ?.stop({ leave: opts.leaveGroup ?? (failed || this.#opts.leaveGroupOnStop === true) })
       .catch((e) => this.logger.warn({ err: e }, 'leaving the group failed'));
     const plain = this.#plain;
     this.#plain = undefined;
