@@ -91,8 +91,7 @@ export class GroupConsumer {
         // The id is another process's now: never send it a LeaveGroup on the way out.
         this.#fenced = true;
         h.onFatal(fencedError(this.#opts, err));
-      }
-      else if (!e.payload.restart) h.onFatal(err);
+      } else if (!e.payload.restart) h.onFatal(err);
       else this.#logger.warn({ err }, 'consumer crashed, kafkajs restarts it');
     });
     await c.connect();
