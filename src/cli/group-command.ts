@@ -11,7 +11,8 @@ const USAGE = `Usage:
 Removes static members (KIP-345) from the job's consumer group (the group id is the app id) at
 once, by group.instance.id: the group rebalances now and their tasks move to the other workers,
 instead of after kafka.sessionTimeoutMs. Use it after stopping a worker for good (scale-down);
-a worker's id is in its log ("static group member") and in <state.dir>/<appId>/instance-id.
+a worker's id is in its log ("static group member"), its /status (worker.groupInstanceId) and
+<state.dir>/<appId>/instance-id.
 Prints each member removed; exits 1 when an id was not a member of the group.`;
 
 /** `sluice group remove-member`: scale-down of static members without waiting for their session timeout. */

@@ -117,6 +117,11 @@ export class Worker {
     return this.#memberId;
   }
 
+  /** Its KIP-345 group.instance.id (undefined: a dynamic member). */
+  get groupInstanceId(): string | undefined {
+    return this.#opts.groupInstanceId;
+  }
+
   /** The HTTP address this worker advertises to the group. */
   get httpAddress(): string | undefined {
     return this.#opts.httpAddress?.();
