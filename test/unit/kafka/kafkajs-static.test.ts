@@ -130,3 +130,101 @@ test('FENCED_INSTANCE_ID should be recognized however kafkajs wrapped it', () =>
   assert.equal(isFencedInstance(Object.assign(new Error('x'), { type: 'UNKNOWN_MEMBER_ID' })), false);
   assert.equal(isFencedInstance(undefined), false);
 });
+
+/**
+ * A ConsumerGroup as kafkajs's consumer makes it in run(), for a consumer made with
+ * `kafka.consumer({ groupInstanceId, leaveGroupOnStop })`, talking to a recording coordinator.
+ */
+function staticGroup(groupInstanceId: string | undefined, leave: () => boolean) {
+  const { Kafka, logLevel } = require('kafkajs');
+  const kafka = new Kafka({ brokers: ['127.0.0.1:1'], logLevel: logLevel.NOTHING });
+  const CREATE = Object.getOwnPropertySymbols(kafka).find(
+    (s) => s.description === 'private:Kafka:createCluster',
+  )!;
+  let cluster: any;
+  const create = kafka[CREATE];
+  kafka[CREATE] = (o: unknown) => (cluster = create.call(kafka, o));
+  kafka.consumer({ groupId: 'g', groupInstanceId, leaveGroupOnStop: leave });
+  const calls: Array<[string, any]> = [];
+  const { MemberAssignment } = require('kafkajs/src/consumer/assignerProtocol.js');
+  // A Broker's methods live on its prototype, as here.
+  const coordinator = Object.create({
+    joinGroup: async (a: any) => {
+      calls.push(['joinGroup', a]);
+      return { generationId: 1, leaderId: 'other', memberId: 'm-1', members: [], groupProtocol: 'p' };
+    },
+    syncGroup: async (a: any) => {
+      calls.push(['syncGroup', a]);
+      return { memberAssignment: MemberAssignment.encode({ version: 0, assignment: {} }) };
+    },
+    heartbeat: async (a: any) => calls.push(['heartbeat', a]),
+    leaveGroup: async (a: any) => calls.push(['leaveGroup', a]),
+  });
+  cluster.findGroupCoordinator = async () => coordinator;
+  const ConsumerGroup = require('kafkajs/src/consumer/consumerGroup.js');
+  const logger = { namespace: () => logger, debug() {}, info() {}, warn() {}, error() {} };
+  const g = new ConsumerGroup({
+    cluster,
+    groupId: 'g',
+    topics: [],
+    topicConfigurations: {},
+    logger,
+    instrumentationEmitter: { emit() {} },
+    assigners: [],
+    sessionTimeout: 30000,
+    rebalanceTimeout: 60000,
+    retry: { retries: 0 },
+  });
+  g.generatePartitionsPerSubscribedTopic = () => new Map();
+  const sym = (d: string) =>
+    Object.getOwnPropertySymbols(ConsumerGroup.prototype).find((s) => s.description === d)!;
+  return {
+    g,
+    calls,
+    coordinator,
+    JOIN: sym('private:ConsumerGroup:join'),
+    SYNC: sym('private:ConsumerGroup:sync'),
+  };
+}
+
+test("kafkajs's consumer group should join, sync and heartbeat with the consumer's groupInstanceId", async () => {
+  const { g, calls, coordinator, JOIN, SYNC } = staticGroup('pod-2', () => false);
+  await g[JOIN]();
+  await g[SYNC]();
+  await g.heartbeat({ interval: 0 });
+  assert.deepEqual(
+    calls.map(([name, a]) => [name, a.groupInstanceId, a.memberId]),
+    [
+      ['joinGroup', 'pod-2', ''],
+      ['syncGroup', 'pod-2', 'm-1'],
+      ['heartbeat', 'pod-2', 'm-1'],
+    ],
+  );
+  assert.equal(Object.hasOwn(coordinator, 'syncGroup'), false, 'the coordinator is left as it was');
+});
+
+test('a static member should leave the group on stop only when asked to; a dynamic one always', async () => {
+  let leave = false;
+  const s = staticGroup('pod-2', () => leave);
+  await s.g[s.JOIN]();
+  await s.g.leave();
+  assert.deepEqual(
+    s.calls.map(([n]) => n),
+    ['joinGroup'],
+    'no LeaveGroup: a restart gets the tasks back',
+  );
+  assert.equal(s.g.memberId, null);
+  leave = true;
+  await s.g[s.JOIN]();
+  await s.g.leave();
+  assert.deepEqual(s.calls.at(-1), [
+    'leaveGroup',
+    { groupId: 'g', memberId: 'm-1', groupInstanceId: 'pod-2' },
+  ]);
+
+  const d = staticGroup(undefined, () => false);
+  await d.g[d.JOIN]();
+  await d.g.leave();
+  assert.deepEqual(d.calls.at(-1), ['leaveGroup', { groupId: 'g', memberId: 'm-1', groupInstanceId: null }]);
+  assert.equal(d.calls[0]![1].groupInstanceId, null);
+});
