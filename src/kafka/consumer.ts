@@ -141,9 +141,11 @@ export class GroupConsumer {
     if (this.#opts.groupInstanceId !== undefined)
       this.#logger.info(
         { groupInstanceId: this.#opts.groupInstanceId, leave: this.#leaveOnStop },
-        this.#leaveOnStop
-          ? 'static member leaving the group: its tasks move to the other workers now'
-          : 'static member stopping without leaving the group: a restart within the session timeout gets its tasks back',
+        this.#fenced
+          ? 'fenced static member stopping: its group.instance.id is another worker’s now'
+          : this.#leaveOnStop
+            ? 'static member leaving the group: its tasks move to the other workers now'
+            : 'static member stopping without leaving the group: a restart within the session timeout gets its tasks back',
       );
     await this.#consumer.disconnect();
   }
