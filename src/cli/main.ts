@@ -1,5 +1,6 @@
 import { ConfigError, SluiceError } from '../errors.js';
 import { scrubSecrets } from '../ops/redact.js';
+import { groupCommand } from './group-command.js';
 import { kafkaCommand } from './kafka-command.js';
 import { resetCommand } from './reset-command.js';
 import { devCommand, runCommand, topologyCommand } from './run-command.js';
@@ -16,10 +17,16 @@ Usage:
   sluice reset <job-file> --yes      delete the app's offsets, internal topics and local state
   sluice topics create <topic>... [--partitions 4] [--compact] | list
                                      create or list topics on the configured cluster
+  sluice group remove-member <job-file> --instance-id <id>
+                                     remove a stopped static member from the group at once
+                                     (scale-down: its tasks move now, not after the session timeout)
   sluice kafka start|stop|status [--version 4.4.0|3.9.1] [--port 9092]
 
 Settings come from the YAML file, SLUICE_* env variables and flags (in rising precedence),
 e.g. --processing.guarantee at_least_once, --brokers 127.0.0.1:9092, --http-port 9464.
+run and dev take --leave-group-on-stop (kafka.leaveGroupOnClose): on SIGTERM/SIGINT the worker
+leaves the group, so its tasks move at once (scale-down); without it a static member keeps its
+place for a restart.
 `;
 
 export async function main(argv: string[]): Promise<number> {
@@ -38,6 +45,8 @@ export async function main(argv: string[]): Promise<number> {
         return await topicsCommand(rest);
       case 'kafka':
         return await kafkaCommand(rest);
+      case 'group':
+        return await groupCommand(rest);
       case undefined:
       case 'help':
       case '--help':

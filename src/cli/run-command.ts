@@ -15,7 +15,10 @@ function jobArg(positionals: string[], cmd: string): string {
   return f;
 }
 
-/** Runs one worker until SIGTERM/SIGINT (graceful: checkpoint, leave the group) or a fatal error. */
+/**
+ * Runs one worker until SIGTERM/SIGINT (graceful: checkpoint; a dynamic member, or a static one
+ * with kafka.leaveGroupOnClose, leaves the group) or a fatal error.
+ */
 async function runWorker(app: App, config: Readonly<SluiceConfig>): Promise<number> {
   let fatal: Error | undefined;
   let wake: () => void = () => undefined;
@@ -70,9 +73,17 @@ function exitWhenStuck(logger: { warn: (o: object, m: string) => void }, code: n
   }, 2000).unref();
 }
 
+/** `--leave-group-on-stop`: the switch for `kafka.leaveGroupOnClose true` (scale-down on SIGTERM). */
+const LEAVE_SWITCH = 'leave-group-on-stop';
+
+function settingsOf(args: ReturnType<typeof parseArgs>): Array<[string, string]> {
+  const v = args.switches.get(LEAVE_SWITCH);
+  return v === undefined ? [...args.settings] : [...args.settings, ['kafka.leaveGroupOnClose', v]];
+}
+
 export async function runCommand(argv: string[]): Promise<number> {
-  const args = parseArgs(argv);
-  const config = loadConfig({ file: args.configFile, flags: args.settings });
+  const args = parseArgs(argv, [LEAVE_SWITCH]);
+  const config = loadConfig({ file: args.configFile, flags: settingsOf(args) });
   return runWorker(await loadJob(jobArg(args.positionals, 'run')), config);
 }
 
@@ -86,9 +97,9 @@ const DEV_PARTITIONS = 4;
  * a job runs on a fresh machine with one command. On a configured cluster nothing is created.
  */
 export async function devCommand(argv: string[]): Promise<number> {
-  const args = parseArgs(argv, [], ['kafka-port']);
+  const args = parseArgs(argv, [LEAVE_SWITCH], ['kafka-port']);
   const app = await loadJob(jobArg(args.positionals, 'dev'));
-  const flags = [...args.settings];
+  const flags = settingsOf(args);
   const configuredBy = brokersSource({ file: args.configFile, flags });
   if (configuredBy === undefined) {
     const port = args.switches.has('kafka-port') ? Number(args.switches.get('kafka-port')) : undefined;

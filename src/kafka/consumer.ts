@@ -1,7 +1,9 @@
 import './kafkajs-preload.js';
 import { createRequire } from 'node:module';
 import type { Consumer, EachBatchPayload, Kafka } from 'kafkajs';
+import { SluiceError } from '../errors.js';
 import type { Logger } from '../ops/logger.js';
+import { isFencedInstance } from './kafkajs-static.js';
 import { createTaskAssigner, type MemberInfo, type TaskLayout } from './task-assigner.js';
 import type { InRecord, KafkaSettings, TopicPartitionOffset } from './types.js';
 
@@ -43,6 +45,12 @@ export interface GroupConsumerOptions {
   layout: TaskLayout;
   memberInfo: () => MemberInfo;
   onMembers?: (members: Map<string, MemberInfo>) => void;
+  /**
+   * KIP-345 `group.instance.id`: a static member keeps its place (and its partitions) across a
+   * restart within the session timeout, and does not leave the group when it stops unless
+   * {@link GroupConsumer.stop} is asked to. Absent: a dynamic member, which leaves on stop.
+   */
+  groupInstanceId?: string | undefined;
 }
 
 export interface GroupHandlers {
@@ -61,6 +69,8 @@ export class GroupConsumer {
   readonly #opts: GroupConsumerOptions;
   readonly #logger: Logger;
   #rejoin = false;
+  #leaveOnStop = false;
+  #fenced = false;
 
   constructor(kafka: Kafka, settings: KafkaSettings, opts: GroupConsumerOptions, logger: Logger) {
     this.#opts = opts;
@@ -76,6 +86,9 @@ export class GroupConsumer {
       allowAutoTopicCreation: false,
       partitionAssigners: [createTaskAssigner(opts.layout, opts.memberInfo, opts.onMembers)],
       retry: { retries: 1000, initialRetryTime: 300, maxRetryTime: 10_000 },
+      ...(opts.groupInstanceId === undefined
+        ? {}
+        : { groupInstanceId: opts.groupInstanceId, leaveGroupOnStop: () => this.#leaveOnStop }),
     });
   }
 
@@ -91,7 +104,12 @@ export class GroupConsumer {
     });
     c.on(c.events.CRASH, (e) => {
       const err = e.payload.error as Error;
-      if (!e.payload.restart) h.onFatal(err);
+      // Another process joined with our instance id: rejoining would only fence it in turn.
+      if (isFencedInstance(err)) {
+        // The id is another process's now: never send it a LeaveGroup on the way out.
+        this.#fenced = true;
+        h.onFatal(fencedError(this.#opts, err));
+      } else if (!e.payload.restart) h.onFatal(err);
       else this.#logger.warn({ err }, 'consumer crashed, kafkajs restarts it');
     });
     await c.connect();
@@ -144,8 +162,30 @@ export class GroupConsumer {
     this.#consumer.resume([{ topic, partitions }]);
   }
 
-  /** Leaves the group (its partitions go to the others at once). */
-  async stop(): Promise<void> {
+  /**
+   * Stops consuming. A dynamic member leaves the group (its partitions go to the others at once);
+   * a static one keeps its place until its session times out, so that a restart gets its
+   * partitions back without a rebalance, unless `leave` asks it to leave (scale-down).
+   */
+  async stop(opts: { leave?: boolean } = {}): Promise<void> {
+    this.#leaveOnStop = opts.leave === true && !this.#fenced;
+    if (this.#opts.groupInstanceId !== undefined)
+      this.#logger.info(
+        { groupInstanceId: this.#opts.groupInstanceId, leave: this.#leaveOnStop },
+        this.#fenced
+          ? 'fenced static member stopping: its group.instance.id is another worker’s now'
+          : this.#leaveOnStop
+            ? 'static member leaving the group: its tasks move to the other workers now'
+            : 'static member stopping without leaving the group: a restart within the session timeout gets its tasks back',
+      );
     await this.#consumer.disconnect();
   }
+}
+
+function fencedError(opts: GroupConsumerOptions, cause: Error): SluiceError {
+  return new SluiceError(
+    'SLUICE_FENCED_INSTANCE',
+    `another worker joined group ${opts.groupId} with this worker's group.instance.id ${opts.groupInstanceId}, and the coordinator fenced this one: give every worker its own kafka.groupInstanceId (or its own state.dir)`,
+    { cause },
+  );
 }

@@ -18,6 +18,7 @@ import { StateIoError } from '../state/errors.js';
 import type { Topology } from '../topology/build.js';
 import { ChangelogWatch } from './changelog-watch.js';
 import { InputRateMeter } from './input-rate.js';
+import { retrying } from './retrying.js';
 import type { Task } from './task.js';
 import { type OpenState, TaskManager, type WorkerParts } from './task-manager.js';
 import { type PartitionPlan, prepareTopics } from './topics.js';
@@ -44,6 +45,9 @@ export interface WorkerOptions {
   onFatal?: (err: Error) => void;
   /** The HTTP address this worker advertises to the group (for routed state queries). */
   httpAddress?: () => string | undefined;
+  /** KIP-345 static membership (see instance-id.ts): the id, and whether stop() leaves the group. */
+  groupInstanceId?: string | undefined;
+  leaveGroupOnStop?: boolean;
 }
 
 export class Worker {
@@ -132,6 +136,11 @@ export class Worker {
   /** This worker's member id in the group (known after its first assignment). */
   get memberId(): string | undefined {
     return this.#memberId;
+  }
+
+  /** Its KIP-345 group.instance.id (undefined: a dynamic member). */
+  get groupInstanceId(): string | undefined {
+    return this.#opts.groupInstanceId;
   }
 
   /** The HTTP address this worker advertises to the group. */
@@ -224,6 +233,7 @@ export class Worker {
       onMembers: (m) => {
         this.#members = m;
       },
+      groupInstanceId: this.#opts.groupInstanceId,
     });
     await this.#consumer.start({
       onAssignment: (a, member) => {
@@ -259,22 +269,9 @@ export class Worker {
     this.logger.info({ topics }, 'worker running');
   }
 
-  async #retrying<T>(
-    what: string,
-    fn: () => Promise<T>,
-    retriable: (e: unknown) => boolean = () => true,
-  ): Promise<T> {
-    let delay = 500;
-    for (let attempt = 1; ; attempt++) {
-      try {
-        return await fn();
-      } catch (e) {
-        if (!retriable(e) || this.#state === 'stopping' || this.#state === 'stopped') throw e;
-        this.logger.warn({ err: e, attempt, retryInMs: delay }, `cannot ${what} yet; retrying`);
-        await new Promise((r) => setTimeout(r, delay));
-        delay = Math.min(delay * 2, 10_000);
-      }
-    }
+  #retrying<T>(what: string, fn: () => Promise<T>, retriable?: (e: unknown) => boolean): Promise<T> {
+    const stopping = () => this.#state === 'stopping' || this.#state === 'stopped';
+    return retrying(this.logger, what, fn, { retriable, stopping });
   }
 
   async #onBatch(b: BatchContext): Promise<void> {
@@ -359,8 +356,11 @@ export class Worker {
     return this.#fatal;
   }
 
-  /** Graceful stop: checkpoint every task, leave the group, release everything. */
-  async stop(): Promise<void> {
+  /**
+   * Graceful stop: checkpoint every task, leave the group (a static member only with `leaveGroup`,
+   * default: when the worker failed, or the `leaveGroupOnStop` option), release everything.
+   */
+  async stop(opts: { leaveGroup?: boolean } = {}): Promise<void> {
     if (this.#state === 'stopped' || this.#state === 'stopping') return;
     const failed = this.#state === 'failed';
     this.#state = 'stopping';
@@ -370,7 +370,10 @@ export class Worker {
     this.group.close();
     this.#overload?.stop();
     await this.#manager.closeAll({ checkpoint: !failed });
-    await this.#consumer?.stop().catch((e) => this.logger.warn({ err: e }, 'leaving the group failed'));
+    await this.#consumer
+      // A failed worker leaves even as a static member, so that its tasks fail over (full disk).
+      ?.stop({ leave: opts.leaveGroup ?? (failed || this.#opts.leaveGroupOnStop === true) })
+      .catch((e) => this.logger.warn({ err: e }, 'leaving the group failed'));
     const plain = this.#plain;
     this.#plain = undefined;
     if (plain) await (await plain).close().catch(() => undefined);
