@@ -51,6 +51,12 @@ export interface GroupConsumerOptions {
    * {@link GroupConsumer.stop} is asked to. Absent: a dynamic member, which leaves on stop.
    */
   groupInstanceId?: string | undefined;
+  /**
+   * Awaited before every JoinGroup, while no batch runs: under the eager protocol everything this
+   * member owns may move, so it checkpoints its tasks here, before the group can hand them to
+   * another member (whose fence would abort a checkpoint still in flight).
+   */
+  beforeRejoin?: () => Promise<void>;
 }
 
 export interface GroupHandlers {
@@ -86,6 +92,7 @@ export class GroupConsumer {
       allowAutoTopicCreation: false,
       partitionAssigners: [createTaskAssigner(opts.layout, opts.memberInfo, opts.onMembers)],
       retry: { retries: 1000, initialRetryTime: 300, maxRetryTime: 10_000 },
+      ...(opts.beforeRejoin === undefined ? {} : { beforeJoin: opts.beforeRejoin }),
       ...(opts.groupInstanceId === undefined
         ? {}
         : { groupInstanceId: opts.groupInstanceId, leaveGroupOnStop: () => this.#leaveOnStop }),

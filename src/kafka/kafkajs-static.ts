@@ -36,6 +36,12 @@ declare module 'kafkajs' {
     groupInstanceId?: string;
     /** Asked when the consumer stops: should a static member leave the group (hand its partitions over now)? */
     leaveGroupOnStop?: () => boolean;
+    /**
+     * Awaited before every JoinGroup (installed by src/kafka/kafkajs-static.ts): the eager
+     * protocol's "partitions revoked" moment, as the Java consumer's onPartitionsRevoked before
+     * it rejoins. kafkajs has no such callback.
+     */
+    beforeJoin?: () => Promise<void>;
   }
 }
 
@@ -52,6 +58,7 @@ const BATCH_LEAVE_VERSION = 3;
 interface MemberSettings {
   groupInstanceId: string | null;
   leaveGroupOnStop: () => boolean;
+  beforeJoin: (() => Promise<void>) | undefined;
 }
 
 /** Per kafkajs consumer (its cluster object, made by `Kafka#consumer` for that consumer alone). */
@@ -183,12 +190,14 @@ function patchConsumerGroup(): any {
   class StaticConsumerGroup extends ConsumerGroup {
     declare groupInstanceId: string | null;
     declare leaveGroupOnStop: () => boolean;
+    declare beforeJoin: (() => Promise<void>) | undefined;
 
     constructor(options: any) {
       super(options);
       const s = settingsByCluster.get(options.cluster);
       this.groupInstanceId = s?.groupInstanceId ?? null;
       this.leaveGroupOnStop = s?.leaveGroupOnStop ?? (() => true);
+      this.beforeJoin = s?.beforeJoin;
       // kafkajs's heartbeat, with the instance id (it is a closure made by the constructor).
       const self = this as any;
       self[symbolOf(this, 'private:ConsumerGroup:sharedHeartbeat')] = sharedPromiseTo(
@@ -204,8 +213,10 @@ function patchConsumerGroup(): any {
       );
     }
 
-    /** kafkajs's join, with the instance id. */
+    /** kafkajs's join, with the instance id, after the `beforeJoin` hook. */
     async [JOIN](this: any): Promise<void> {
+      // Eager rebalancing: what this member owns is about to be reassigned; let it commit first.
+      if (this.beforeJoin) await this.beforeJoin();
       const { groupId, sessionTimeout, rebalanceTimeout, groupInstanceId } = this;
       this.coordinator = await this.cluster.findGroupCoordinator({ groupId });
       const groupData = await this.coordinator.joinGroup({
@@ -278,7 +289,11 @@ function patchClient(): void {
     const id = config.groupInstanceId;
     if (id !== undefined && (typeof id !== 'string' || id.length === 0))
       throw new TypeError('groupInstanceId must be a non-empty string');
-    pending = { groupInstanceId: id ?? null, leaveGroupOnStop: config.leaveGroupOnStop ?? (() => false) };
+    pending = {
+      groupInstanceId: id ?? null,
+      leaveGroupOnStop: config.leaveGroupOnStop ?? (() => false),
+      beforeJoin: config.beforeJoin,
+    };
     try {
       return original.call(this, config);
     } finally {

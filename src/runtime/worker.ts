@@ -234,6 +234,7 @@ export class Worker {
         this.#members = m;
       },
       groupInstanceId: this.#opts.groupInstanceId,
+      beforeRejoin: () => this.#manager.beforeRejoin(),
     });
     await this.#consumer.start({
       onAssignment: (a, member) => {

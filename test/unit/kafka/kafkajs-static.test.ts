@@ -135,7 +135,11 @@ test('FENCED_INSTANCE_ID should be recognized however kafkajs wrapped it', () =>
  * A ConsumerGroup as kafkajs's consumer makes it in run(), for a consumer made with
  * `kafka.consumer({ groupInstanceId, leaveGroupOnStop })`, talking to a recording coordinator.
  */
-function staticGroup(groupInstanceId: string | undefined, leave: () => boolean) {
+function staticGroup(
+  groupInstanceId: string | undefined,
+  leave: () => boolean,
+  beforeJoin?: () => Promise<void>,
+) {
   const { Kafka, logLevel } = require('kafkajs');
   const kafka = new Kafka({ brokers: ['127.0.0.1:1'], logLevel: logLevel.NOTHING });
   const CREATE = Object.getOwnPropertySymbols(kafka).find(
@@ -144,8 +148,8 @@ function staticGroup(groupInstanceId: string | undefined, leave: () => boolean) 
   let cluster: any;
   const create = kafka[CREATE];
   kafka[CREATE] = (o: unknown) => (cluster = create.call(kafka, o));
-  kafka.consumer({ groupId: 'g', groupInstanceId, leaveGroupOnStop: leave });
   const calls: Array<[string, any]> = [];
+  kafka.consumer({ groupId: 'g', groupInstanceId, leaveGroupOnStop: leave, beforeJoin });
   const { MemberAssignment } = require('kafkajs/src/consumer/assignerProtocol.js');
   // A Broker's methods live on its prototype, as here.
   const coordinator = Object.create({
@@ -227,4 +231,27 @@ test('a static member should leave the group on stop only when asked to; a dynam
   await d.g.leave();
   assert.deepEqual(d.calls.at(-1), ['leaveGroup', { groupId: 'g', memberId: 'm-1', groupInstanceId: null }]);
   assert.equal(d.calls[0]![1].groupInstanceId, null);
+});
+
+test('the beforeJoin hook should run, and be awaited, before every JoinGroup (the eager revoke point)', async () => {
+  let release!: () => void;
+  const gate = new Promise<void>((r) => {
+    release = r;
+  });
+  const order: string[] = [];
+  const s = staticGroup('pod-3', () => false, async () => {
+    order.push('hook');
+    await gate;
+    order.push('hook done');
+  });
+  const joining = s.g[s.JOIN]();
+  await new Promise((r) => setImmediate(r));
+  assert.deepEqual(s.calls.length, 0, 'no JoinGroup while the hook runs');
+  release();
+  await joining;
+  await s.g[s.JOIN]();
+  assert.deepEqual(
+    [...order, ...s.calls.map(([n]) => n)],
+    ['hook', 'hook done', 'hook', 'hook done', 'joinGroup', 'joinGroup'],
+  );
 });
