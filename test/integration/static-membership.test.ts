@@ -146,6 +146,19 @@ test('static members should restart without a rebalance, and a removed one shoul
     eventually(() => viaC.every((s) => clock.arrived.has(s)), { what: 'c3’s outputs', timeoutMs: 60_000 }),
   );
   const first = Math.min(...viaC.map((s) => clock.arrived.get(s)!)) - spawned;
+  // A slow restart says why: the restarted worker's first lines and every worker's assignments.
+  if (first > 10_000 || process.env.TEST_DEBUG) {
+    console.error(`--- c3 (first output ${first} ms after spawn) ---\n${c.logs.slice(0, 60).join('\n')}`);
+    for (const [n, w] of [
+      ['a', a],
+      ['b', b],
+    ] as const)
+      console.error(
+        `--- ${n} assignments ---\n${assignments(w)
+          .map((x) => x.join(' '))
+          .join('\n')}`,
+      );
+  }
   const last = Math.max(...viaC.map((s) => clock.arrived.get(s)!)) - spawned;
   t.diagnostic(
     `SIGKILL restart: spawn → first committed output of c3 ${first} ms, all ${viaC.length} of its outputs ${last} ms`,

@@ -239,11 +239,15 @@ test('the beforeJoin hook should run, and be awaited, before every JoinGroup (th
     release = r;
   });
   const order: string[] = [];
-  const s = staticGroup('pod-3', () => false, async () => {
-    order.push('hook');
-    await gate;
-    order.push('hook done');
-  });
+  const s = staticGroup(
+    'pod-3',
+    () => false,
+    async () => {
+      order.push('hook');
+      await gate;
+      order.push('hook done');
+    },
+  );
   const joining = s.g[s.JOIN]();
   await new Promise((r) => setImmediate(r));
   assert.deepEqual(s.calls.length, 0, 'no JoinGroup while the hook runs');
