@@ -106,6 +106,8 @@ export class GroupConsumer {
       for (const [topic, parts] of Object.entries(e.payload.memberAssignment as Record<string, number[]>)) {
         for (const partition of parts) assigned.push({ topic, partition });
       }
+      // This join is the rejoin a migration asked for (maybe during the join itself).
+      this.#rejoin = false;
       const p = e.payload as { memberId: string; leaderId: string; isLeader: boolean };
       h.onAssignment(assigned, { memberId: p.memberId, leaderId: p.leaderId, isLeader: p.isLeader });
     });
