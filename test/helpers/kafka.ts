@@ -168,3 +168,21 @@ export async function jobTopics(prefix: string, partitions: number) {
   ]);
   return { id, input, output, env: { TEST_APP_ID: id, TEST_INPUT: input, TEST_OUTPUT: output } };
 }
+
+/**
+ * A read_committed reader that notes when each output record (by its input seq) arrived, so that
+ * a record's latency is measured where it happens, not by re-reading the topic.
+ */
+export async function arrivalClock(topic: string) {
+  const arrived = new Map<number, number>();
+  const c = testKafka().consumer({ groupId: uniqueName('clock'), maxWaitTimeInMs: 100 });
+  await c.connect();
+  await c.subscribe({ topic, fromBeginning: true });
+  await c.run({
+    eachBatch: async ({ batch }) => {
+      const now = Date.now();
+      for (const m of batch.messages) arrived.set(JSON.parse(m.value!.toString()).seq, now);
+    },
+  });
+  return { arrived, stop: () => c.disconnect() };
+}

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { partitionForKey } from '../../src/kafka/partitioner.js';
-import { brokers, eventually, jobTopics, produce, readAll, testKafka, uniqueName } from '../helpers/kafka.js';
+import { arrivalClock, brokers, eventually, jobTopics, produce, readAll } from '../helpers/kafka.js';
 import { assertExactRunningSums, RunningSumInput } from '../helpers/running-sum.js';
 import {
   allTasksRunning,
@@ -55,24 +55,6 @@ async function ownAll(ws: WorkerProcess[]): Promise<boolean> {
     all.push(...(await taskIds(w)));
   }
   return all.length === TASKS && new Set(all).size === TASKS;
-}
-
-/**
- * A read_committed reader that notes when each output record (by its input seq) arrived, so that
- * a record's latency is measured where it happens, not by re-reading the topic.
- */
-async function arrivalClock(topic: string) {
-  const arrived = new Map<number, number>();
-  const c = testKafka().consumer({ groupId: uniqueName('clock'), maxWaitTimeInMs: 100 });
-  await c.connect();
-  await c.subscribe({ topic, fromBeginning: true });
-  await c.run({
-    eachBatch: async ({ batch }) => {
-      const now = Date.now();
-      for (const m of batch.messages) arrived.set(JSON.parse(m.value!.toString()).seq, now);
-    },
-  });
-  return { arrived, stop: () => c.disconnect() };
 }
 
 test('static members should restart without a rebalance, and a removed one should hand its tasks over at once', {
