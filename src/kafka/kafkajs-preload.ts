@@ -59,6 +59,6 @@ export function assertKafkajsPatched(status: KafkajsPatchStatus = kafkajsPatchSt
   const why = status.problems && status.problems.length > 0 ? ` (${status.problems.join('; ')})` : '';
   throw new SluiceError(
     'SLUICE_KAFKAJS_UNPATCHED',
-    `the Kafka client cannot be trusted: ${wrong.join('; ')}${why}. Install the pinned kafkajs (npm ci) and load kafkajs only through src/kafka, which patches it before it loads.`,
+    `the Kafka client cannot be trusted: ${wrong.join('; ')}${why}. Install the pinned kafkajs (npm ci), and let Sluice load first: a program that imports 'kafkajs' itself must import 'sluice' before it (the \`sluice\` command does), so that Sluice patches kafkajs before kafkajs loads.`,
   );
 }

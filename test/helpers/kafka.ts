@@ -40,6 +40,21 @@ export async function withAdmin<T>(fn: (a: Admin) => Promise<T>): Promise<T> {
 export async function createTopics(
   topics: Array<{ topic: string; partitions: number; config?: Record<string, string> }>,
 ): Promise<void> {
+  // kafkajs's wait for leaders retries LEADER_NOT_AVAILABLE only; a broker just started (or
+  // loaded) may not know a topic it has just created yet and answer UNKNOWN_TOPIC_OR_PARTITION.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await createTopicsOnce(topics);
+    } catch (e) {
+      if ((e as { type?: string }).type !== 'UNKNOWN_TOPIC_OR_PARTITION' || attempt >= 5) throw e;
+      await new Promise((r) => setTimeout(r, 500 * attempt));
+    }
+  }
+}
+
+async function createTopicsOnce(
+  topics: Array<{ topic: string; partitions: number; config?: Record<string, string> }>,
+): Promise<void> {
   await withAdmin((a) =>
     a.createTopics({
       waitForLeaders: true,
