@@ -1,13 +1,16 @@
 import { TopologyError } from '../errors.js';
 import { buildTopology, type Topology } from '../topology/build.js';
-import type { TimestampSpec } from '../topology/nodes.js';
 import { GraphBuilder } from '../topology/nodes.js';
+import type { RecordContext } from './context.js';
 import { bytes, json, type Serde, type Serdes, string } from './serdes.js';
 import { type KeyedStream, Stream, Table } from './stream.js';
 
 export interface StreamOptions<K, V> extends Serdes<K, V> {
-  /** Event time: the Kafka timestamp (default), `'processing'` (wall clock), or extracted from the value. */
-  timestamp?: TimestampSpec;
+  /**
+   * Event time: the Kafka timestamp (default), `'processing'` (wall clock), or extracted from the
+   * value (typed by the value serde: `timestamp: (c) => c.ts` with `value: json<Click>()`).
+   */
+  timestamp?: 'processing' | ((value: V, ctx: RecordContext<K>) => number);
 }
 
 export interface AppOptions {
@@ -65,6 +68,7 @@ export class App {
       {
         keySerde: key,
         keyed: false,
+        valueSerde: value,
       },
     );
     return new Stream<K, V>({ id: this.id, graph: this.graph }, node);
@@ -86,6 +90,7 @@ export class App {
         name: `table-${topic.replace(/[^A-Za-z0-9._-]/g, '_')}`,
         keySerde: key,
         keyed: true,
+        valueSerde: value,
       },
     );
     return new Table<K, V>({ id: this.id, graph: this.graph }, node, topic, value);
