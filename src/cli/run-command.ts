@@ -4,6 +4,7 @@ import type { SluiceConfig } from '../config/schema.js';
 import { startLocalKafka } from '../dev/local-kafka.js';
 import { startWorker } from '../runtime/start.js';
 import { externalTopics } from '../runtime/topics.js';
+import { closeToExisting, typoWarning } from '../suggest.js';
 import { parseArgs } from './args.js';
 import { stopWhenLauncherExits } from './launcher-watch.js';
 import { loadJob } from './load-job.js';
@@ -101,9 +102,12 @@ export async function devCommand(argv: string[]): Promise<number> {
   const config = loadConfig({ file: args.configFile, flags });
   if (configuredBy === undefined) {
     const { inputs, outputs } = externalTopics(app.topology());
-    const created = await withAdmin(config, (admin) =>
-      admin.ensureTopics([...inputs, ...outputs].map((topic) => ({ topic, partitions: DEV_PARTITIONS }))),
-    );
+    const created = await withAdmin(config, async (admin) => {
+      for (const p of closeToExisting([...inputs, ...outputs], await admin.listTopics())) say(typoWarning(p));
+      return admin.ensureTopics(
+        [...inputs, ...outputs].map((topic) => ({ topic, partitions: DEV_PARTITIONS })),
+      );
+    });
     if (created.length > 0) say(`created topics ${created.join(', ')} (${DEV_PARTITIONS} partitions)`);
   } else {
     say(`using the cluster set by ${configuredBy}: ${config.kafka.brokers.join(',')}`);

@@ -5,6 +5,7 @@ import type { KafkaAdmin } from '../kafka/admin.js';
 import { KafkaClient } from '../kafka/client.js';
 import { createLogger } from '../ops/logger.js';
 import { secretsOf } from '../ops/redact.js';
+import { closeToExisting, typoWarning } from '../suggest.js';
 import { parseArgs } from './args.js';
 
 const USAGE = `Usage:
@@ -52,6 +53,8 @@ export async function topicsCommand(argv: string[]): Promise<number> {
   return withAdmin(config, async (admin) => {
     if (action === 'create') {
       const config = args.switches.has('compact') ? { 'cleanup.policy': 'compact' } : undefined;
+      for (const p of closeToExisting(topics, await admin.listTopics()))
+        process.stderr.write(`${typoWarning(p)}\n`);
       const created = new Set(
         await admin.ensureTopics(
           topics.map((topic) => ({ topic, partitions, ...(config ? { config } : {}) })),
