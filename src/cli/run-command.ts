@@ -9,15 +9,26 @@ import { parseArgs } from './args.js';
 import { stopWhenLauncherExits } from './launcher-watch.js';
 import { loadJob } from './load-job.js';
 import { withAdmin } from './topics-command.js';
+import { topologyDot, topologyJson } from './topology-format.js';
+import { UsageError } from './usage.js';
 
 function jobArg(positionals: string[], cmd: string): string {
   const f = positionals[0];
-  if (!f) throw new Error(`usage: sluice ${cmd} <job-file>`);
+  if (!f) throw new UsageError(`${cmd} needs a job file`, cmd);
+  if (positionals.length > 1)
+    throw new UsageError(
+      `${cmd} takes one job file, got ${positionals.map((p) => JSON.stringify(p)).join(' ')}`,
+      cmd,
+    );
   return f;
 }
 
 /** Runs one worker until SIGTERM/SIGINT (graceful: checkpoint, leave the group) or a fatal error. */
-async function runWorker(app: App, config: Readonly<SluiceConfig>): Promise<number> {
+async function runWorker(
+  app: App,
+  config: Readonly<SluiceConfig>,
+  onStarted?: (running: { http: { url: string } | undefined }) => void,
+): Promise<number> {
   let fatal: Error | undefined;
   let wake: () => void = () => undefined;
   const stopped = new Promise<void>((r) => {
@@ -29,6 +40,7 @@ async function runWorker(app: App, config: Readonly<SluiceConfig>): Promise<numb
       wake();
     },
   });
+  onStarted?.(running);
   const onSignal = (sig: string) => {
     running.logger.info({ signal: sig }, 'shutting down');
     wake();
@@ -112,7 +124,9 @@ export async function devCommand(argv: string[]): Promise<number> {
   } else {
     say(`using the cluster set by ${configuredBy}: ${config.kafka.brokers.join(',')}`);
   }
-  return runWorker(app, config);
+  return runWorker(app, config, (running) => {
+    if (running.http) say(`status page: ${running.http.url}/ (metrics ${running.http.url}/metrics)`);
+  });
 }
 
 function say(line: string): void {
@@ -120,9 +134,20 @@ function say(line: string): void {
 }
 
 export async function topologyCommand(argv: string[]): Promise<number> {
-  const args = parseArgs(argv);
+  const args = parseArgs(argv, [], ['format']);
+  const format = args.switches.get('format') ?? 'text';
+  if (!['text', 'json', 'dot'].includes(format))
+    throw new UsageError(`--format must be text, json or dot, not ${JSON.stringify(format)}`, 'topology');
   const app = await loadJob(jobArg(args.positionals, 'topology'));
   const t = app.topology();
+  if (format === 'json') {
+    process.stdout.write(`${JSON.stringify(topologyJson(t), null, 2)}\n`);
+    return 0;
+  }
+  if (format === 'dot') {
+    process.stdout.write(topologyDot(t));
+    return 0;
+  }
   process.stdout.write(`${t.describe()}\n`);
   if (t.repartitionTopics.size > 0)
     process.stdout.write(`Repartition topics: ${[...t.repartitionTopics.keys()].join(', ')}\n`);
