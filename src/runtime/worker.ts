@@ -233,6 +233,9 @@ export class Worker {
         this.#manager.onAssignment(a);
       },
       onBatch: (b) => this.#onBatch(b),
+      onSkipped: (topic, partition, lastOffset, high) => {
+        if (this.#lag.has(`${topic}:${partition}`)) this.#setLag(topic, partition, high, lastOffset);
+      },
       onFatal: (e) => this.#fail(e),
     });
     const interval = Math.max(10, Math.floor(this.config.processing.commitIntervalMs / 2));
@@ -310,15 +313,16 @@ export class Worker {
       throw e;
     }
     const last = b.records[b.records.length - 1];
-    if (last) {
-      const lag = Number(BigInt(b.highWatermark) - BigInt(last.offset) - 1n);
-      this.#lag.set(`${b.topic}:${b.partition}`, Math.max(0, lag));
-      this.metrics.lag.set(
-        { app: this.app.id, topic: b.topic, partition: String(b.partition) },
-        Math.max(0, lag),
-      );
-    }
+    // From the fetch's end, not the last record's: a trailing commit marker is no backlog.
+    if (last) this.#setLag(b.topic, b.partition, b.highWatermark, b.fetchedTo ?? last.offset);
     if (task.checkpointDue) await this.#manager.checkpoint(task);
+  }
+
+  /** Lag = high watermark − position, the position being one past `lastOffset` (records or markers). */
+  #setLag(topic: string, partition: number, high: string, lastOffset: string): void {
+    const lag = Math.max(0, Number(BigInt(high) - BigInt(lastOffset) - 1n));
+    this.#lag.set(`${topic}:${partition}`, lag);
+    this.metrics.lag.set({ app: this.app.id, topic, partition: String(partition) }, lag);
   }
 
   #checkpointDue(): void {
