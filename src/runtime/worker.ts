@@ -11,6 +11,7 @@ import { type MemberInfo, taskIdOf } from '../kafka/task-assigner.js';
 import { GroupView } from '../ops/group-view.js';
 import type { Logger } from '../ops/logger.js';
 import { createWorkerMetrics, initWorkerMetrics, type WorkerMetrics } from '../ops/metrics.js';
+import { joiningReason } from '../ops/readiness.js';
 import { buildStatus, type StatusSection } from '../ops/status.js';
 import { OverloadController } from '../overload/controller.js';
 import { validateOverload } from '../overload/validate.js';
@@ -59,6 +60,7 @@ export class Worker {
   readonly #manager: TaskManager;
   #plan: PartitionPlan = new Map();
   #assignedOnce = false;
+  #joinSince = 0;
   #timer: NodeJS.Timeout | undefined;
   readonly #changelogs: ChangelogWatch;
   #members = new Map<string, MemberInfo>();
@@ -182,7 +184,11 @@ export class Worker {
   /** Ready: in the group, with every owned task restored and running. */
   readiness(): { ready: boolean; reason?: string } {
     if (this.#state !== 'running') return { ready: false, reason: `worker ${this.#state}` };
-    if (!this.#assignedOnce) return { ready: false, reason: 'joining the group' };
+    if (!this.#assignedOnce)
+      return {
+        ready: false,
+        reason: joiningReason(Date.now() - this.#joinSince, this.config.kafka.sessionTimeoutMs),
+      };
     const restoring = [...this.#manager.tasks.values()].filter((t) => t.state !== 'running').map((t) => t.id);
     if (restoring.length > 0) return { ready: false, reason: `restoring ${restoring.join(', ')}` };
     return { ready: true };
@@ -225,6 +231,7 @@ export class Worker {
         this.#members = m;
       },
     });
+    this.#joinSince = Date.now();
     await this.#consumer.start({
       onAssignment: (a, member) => {
         if (member) this.#memberId = member.memberId;

@@ -2,7 +2,8 @@
  * Lag counts records, not transaction markers: an input written in transactions (as every
  * exactly-once Sluice job writes its outputs) ends each one with a commit marker, which the
  * consumer never sees as a record. A worker that has read everything must report lag 0, not one
- * per marker at the end of the log (issue 16: "idle lag reads 18").
+ * per marker at the end of the log (issue 16: "idle lag reads 18"). Its first /status read also
+ * shows the group, not an empty one.
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
@@ -56,7 +57,10 @@ test('an idle worker should report lag 0 on an input that ends with commit marke
       },
       { timeoutMs: 20_000, what: 'lag 0 on both partitions' },
     );
+    // The first /status read waits for the group's first DescribeGroups (it showed no member).
     const status = await worker.status();
+    assert.equal(status.group.members.length, 1, JSON.stringify(status.group));
+    assert.equal(status.group.members[0].self, true);
     const lags = status.tasks.map((x: { lag: Record<string, number | null> }) => x.lag[input]);
     assert.deepEqual(lags, [0, 0], JSON.stringify(status.tasks));
   } catch (e) {
