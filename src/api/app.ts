@@ -13,6 +13,19 @@ export interface StreamOptions<K, V> extends Serdes<K, V> {
   timestamp?: 'processing' | ((value: V, ctx: RecordContext<K>) => number);
 }
 
+/**
+ * The options of a read: optional while the types are the defaults (string keys, Buffer values),
+ * else with the serdes that make them so; `app.stream<string, Click>('clicks')` alone would read
+ * Buffers typed as Clicks.
+ */
+export type SerdesFor<K, V, O> = [string] extends [K]
+  ? [Buffer] extends [V]
+    ? [opts?: O]
+    : [opts: O & { value: Serde<V> }]
+  : [Buffer] extends [V]
+    ? [opts: O & { key: Serde<K> }]
+    : [opts: O & { key: Serde<K>; value: Serde<V> }];
+
 export interface AppOptions {
   /** The application id: the consumer group id and the prefix of every internal topic. */
   id: string;
@@ -47,7 +60,8 @@ export class App {
    * `'processing'`: the wall clock when the record is processed).
    * @example app.stream('trades', { value: json<Trade>(), timestamp: (t) => t.executedAt })
    */
-  stream<K = string, V = Buffer>(topic: string, opts: StreamOptions<K, V> = {}): Stream<K, V> {
+  stream<K = string, V = Buffer>(topic: string, ...rest: SerdesFor<K, V, StreamOptions<K, V>>): Stream<K, V> {
+    const opts: StreamOptions<K, V> = rest[0] ?? {};
     if (this.#topology) throw new TopologyError('the topology is already built; add streams before starting');
     const key = opts.key ?? string();
     const value = opts.value ?? bytes();
@@ -97,8 +111,11 @@ export class App {
   }
 
   /** Reads a topic whose records are already partitioned by key (keyed state allowed at once). */
-  keyedStream<K = string, V = Buffer>(topic: string, serdes: Serdes<K, V> = {}): KeyedStream<K, V> {
-    return this.stream(topic, serdes).byKey();
+  keyedStream<K = string, V = Buffer>(
+    topic: string,
+    ...rest: SerdesFor<K, V, Serdes<K, V>>
+  ): KeyedStream<K, V> {
+    return this.stream<K, V>(topic, ...(rest as unknown as SerdesFor<K, V, StreamOptions<K, V>>)).byKey();
   }
 
   /** The built topology (sub-topologies, internal topics, stores). Built once. */

@@ -29,6 +29,22 @@ const raw = app.stream('in');
 expectType<Equal<typeof raw, Stream<string, Buffer>>>(true);
 raw.to('out');
 
+// Type arguments other than the defaults need the serdes that make them true.
+const explicit = app.stream<string, Reading>('explicit', { value: json<Reading>() });
+expectType<Equal<typeof explicit, Stream<string, Reading>>>(true);
+app.stream<number, Buffer>('numbered', { key: number() });
+app.stream<string, Buffer>('bytes-explicit');
+// @ts-expect-error a Reading type with no serde would be Buffers at runtime
+app.stream<string, Reading>('lie');
+// @ts-expect-error number keys need their serde
+app.stream<number, Buffer>('lie-2');
+// @ts-expect-error a key serde does not make the values Readings
+app.stream<string, Reading>('lie-3', { key: string() });
+// @ts-expect-error the same for keyedStream
+app.keyedStream<string, Reading>('lie-4');
+const inferred = app.stream('inferred', { key: number(), value: json<Reading>() });
+expectType<Equal<typeof inferred, Stream<number, Reading>>>(true);
+
 // keyBy to a string needs no serde; to anything else it does, and keeps the key's type.
 const bySensor = readings.keyBy((r) => r.sensor);
 expectType<Equal<typeof bySensor, KeyedStream<string, Reading>>>(true);
