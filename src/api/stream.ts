@@ -652,7 +652,7 @@ export class WindowedStream<K, V> {
       name,
       this.#late?.topic,
       this.#late?.serdes.key ?? parent.node.keySerde,
-      this.#late?.serdes.value ?? json(),
+      this.#late?.serdes.value ?? parent.node.valueSerde ?? jsonOrBytes(),
     );
     return out as KeyedStream<K, Windowed<R>>;
   }

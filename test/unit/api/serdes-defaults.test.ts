@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { SerdeError } from '../../../src/errors.js';
-import { App, json, number, string } from '../../../src/index.js';
+import { App, json, number, string, tumbling } from '../../../src/index.js';
 import type { GraphNode } from '../../../src/topology/nodes.js';
 
 function sink(app: App, topic: string) {
@@ -89,4 +89,13 @@ test('keyBy with a number key serde should read the key back as a number', () =>
   assert.equal(back, 7);
   assert.equal(back + 1, 8);
   assert.equal(sink(app, 'out').key.serialize(7)!.toString(), '7');
+});
+
+test('late records of a window over a bytes stream should go to the side topic as their bytes', () => {
+  const app = new App({ id: 'late-bytes' });
+  app.stream('in').byKey().window(tumbling(1000)).late('late-out').count({ name: 'n' }).to('out');
+  const late = app.graph.nodes.find((n: GraphNode) => n.spec.kind === 'late')!;
+  assert.ok(late.spec.kind === 'late');
+  const bytes = Buffer.from([9, 8, 7]);
+  assert.deepEqual(late.spec.value.serialize(bytes), bytes);
 });
