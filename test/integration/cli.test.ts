@@ -116,6 +116,11 @@ test('sluice topics delete should delete only with --yes and name topics that do
   const a = uniqueName('t-cli-del');
   t.after(() => deleteTopicsMatching(a));
   assert.equal(sluice(['topics', 'create', a, '--partitions', '1']).code, 0);
+  const near = a.slice(0, -1);
+  t.after(() => deleteTopicsMatching(near));
+  const typoCreate = sluice(['topics', 'create', near, '--partitions', '1']);
+  assert.equal(typoCreate.code, 0, typoCreate.err);
+  assert.equal(typoCreate.err, `warning: creating topic "${near}", but "${a}" exists: a typo?\n`);
   const dry = sluice(['topics', 'delete', a]);
   assert.equal(dry.code, 2, dry.err);
   assert.match(dry.out, new RegExp(`would delete ${a} and all their records`));
