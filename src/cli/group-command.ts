@@ -3,17 +3,9 @@ import { ConfigError } from '../errors.js';
 import { parseArgs } from './args.js';
 import { loadJob } from './load-job.js';
 import { withAdmin } from './topics-command.js';
+import { COMMAND_USAGE } from './usage.js';
 
-const USAGE = `Usage:
-  sluice group remove-member <job-file> --instance-id <id>[,<id>...] [--config sluice.yaml]
-  sluice group remove-member --group <group-id> --instance-id <id>[,<id>...]
-
-Removes static members (KIP-345) from the job's consumer group (the group id is the app id) at
-once, by group.instance.id: the group rebalances now and their tasks move to the other workers,
-instead of after kafka.sessionTimeoutMs. Use it after stopping a worker for good (scale-down);
-a worker's id is in its log ("static group member"), its /status (worker.groupInstanceId) and
-<state.dir>/<appId>/instance-id.
-Prints each member removed; exits 1 when an id was not a member of the group.`;
+const USAGE = COMMAND_USAGE.group!;
 
 /** `sluice group remove-member`: scale-down of static members without waiting for their session timeout. */
 export async function groupCommand(argv: string[]): Promise<number> {

@@ -5,6 +5,7 @@ import { stoppedInstanceId } from '../runtime/instance-id.js';
 import { parseArgs } from './args.js';
 import { loadJob } from './load-job.js';
 import { withAdmin } from './topics-command.js';
+import { UsageError } from './usage.js';
 
 /**
  * `sluice reset <job> --yes`: like Kafka Streams' application reset tool. Deletes the group's
@@ -15,7 +16,7 @@ import { withAdmin } from './topics-command.js';
 export async function resetCommand(argv: string[]): Promise<number> {
   const args = parseArgs(argv, ['yes']);
   const jobFile = args.positionals[0];
-  if (!jobFile) throw new Error('usage: sluice reset <job-file> --yes');
+  if (!jobFile) throw new UsageError('reset needs a job file', 'reset');
   const config = loadConfig({ file: args.configFile, flags: args.settings });
   const app = await loadJob(jobFile);
   const t = app.topology();

@@ -28,6 +28,11 @@ export interface BatchContext {
   partition: number;
   records: InRecord[];
   highWatermark: string;
+  /**
+   * The last offset this fetch covered, transaction markers and aborted records included (they
+   * are not in `records`): the position after the batch is this + 1, whatever `records` ends with.
+   */
+  fetchedTo: string;
   /** True when a seek is pending for this partition: the batch was fetched from the old position. */
   isStale(): boolean;
   /** Marks an offset as consumed in kafkajs's own position tracking. */
@@ -65,6 +70,11 @@ export interface GroupHandlers {
     member?: { memberId: string; leaderId: string; isLeader: boolean },
   ): void;
   onBatch(batch: BatchContext): Promise<void>;
+  /**
+   * A fetch that held only transaction markers or aborted records: kafkajs moves past it without
+   * calling onBatch. `lastOffset` is its last offset (the position is now lastOffset + 1).
+   */
+  onSkipped?(topic: string, partition: number, lastOffset: string, highWatermark: string): void;
   /** kafkajs gave up (after its own retries) and will not restart by itself. */
   onFatal(error: Error): void;
 }
@@ -111,6 +121,16 @@ export class GroupConsumer {
       const p = e.payload as { memberId: string; leaderId: string; isLeader: boolean };
       h.onAssignment(assigned, { memberId: p.memberId, leaderId: p.leaderId, isLeader: p.isLeader });
     });
+    c.on(c.events.END_BATCH_PROCESS, (e) => {
+      const b = e.payload as {
+        topic: string;
+        partition: number;
+        batchSize: number;
+        lastOffset: string;
+        highWatermark: string;
+      };
+      if (b.batchSize === 0) h.onSkipped?.(b.topic, b.partition, b.lastOffset, b.highWatermark);
+    });
     c.on(c.events.CRASH, (e) => {
       const err = e.payload.error as Error;
       // Another process joined with our instance id: rejoining would only fence it in turn.
@@ -137,6 +157,7 @@ export class GroupConsumer {
           partition: p.batch.partition,
           records: p.batch.messages as InRecord[],
           highWatermark: p.batch.highWatermark,
+          fetchedTo: p.batch.lastOffset(),
           isStale: p.isStale,
           resolveOffset: p.resolveOffset,
           heartbeat: p.heartbeat,

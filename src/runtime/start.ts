@@ -70,7 +70,8 @@ export async function startWorker(
       health: {
         live: () => worker.liveness(),
         ready: () => worker.readiness(),
-        status: () => worker.status(),
+        // The first read waits (≤ 2 s) for the group's first DescribeGroups, not an empty group.
+        status: () => worker.group.firstRead(2000).then(() => worker.status()),
       },
       routes: workerRoutes(worker),
     });

@@ -150,6 +150,23 @@ export class TaskManager {
     return this.#assigning;
   }
 
+  /**
+   * Waits (in a batch handler) until `task` can process or is gone, heartbeating every second so
+   * the group membership stays alive meanwhile; gives up as soon as `running()` turns false
+   * (kafkajs's disconnect waits for the handler).
+   */
+  async awaitReady(task: Task, heartbeat: () => Promise<void>, running: () => boolean): Promise<void> {
+    const ready = task.whenReady().then(
+      () => true,
+      () => false,
+    );
+    for (;;) {
+      const done = await Promise.race([ready, new Promise((r) => setTimeout(() => r('tick'), 1000))]);
+      if (done !== 'tick' || !running() || !this.owns(task)) return;
+      await heartbeat();
+    }
+  }
+
   /** Drops a task from this worker's books (it is closed by the caller). */
   #forget(t: Task): void {
     const { appId, metrics } = this.#d;

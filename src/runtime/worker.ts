@@ -11,6 +11,7 @@ import { type MemberInfo, taskIdOf } from '../kafka/task-assigner.js';
 import { GroupView } from '../ops/group-view.js';
 import type { Logger } from '../ops/logger.js';
 import { createWorkerMetrics, initWorkerMetrics, type WorkerMetrics } from '../ops/metrics.js';
+import { joiningReason } from '../ops/readiness.js';
 import { buildStatus, type StatusSection } from '../ops/status.js';
 import { OverloadController } from '../overload/controller.js';
 import { validateOverload } from '../overload/validate.js';
@@ -63,6 +64,7 @@ export class Worker {
   readonly #manager: TaskManager;
   #plan: PartitionPlan = new Map();
   #assignedOnce = false;
+  #joinSince = 0;
   #timer: NodeJS.Timeout | undefined;
   readonly #changelogs: ChangelogWatch;
   #members = new Map<string, MemberInfo>();
@@ -191,7 +193,11 @@ export class Worker {
   /** Ready: in the group, with every owned task restored and running. */
   readiness(): { ready: boolean; reason?: string } {
     if (this.#state !== 'running') return { ready: false, reason: `worker ${this.#state}` };
-    if (!this.#assignedOnce) return { ready: false, reason: 'joining the group' };
+    if (!this.#assignedOnce)
+      return {
+        ready: false,
+        reason: joiningReason(Date.now() - this.#joinSince, this.config.kafka.sessionTimeoutMs),
+      };
     const restoring = [...this.#manager.tasks.values()].filter((t) => t.state !== 'running').map((t) => t.id);
     if (restoring.length > 0) return { ready: false, reason: `restoring ${restoring.join(', ')}` };
     return { ready: true };
@@ -236,6 +242,7 @@ export class Worker {
       groupInstanceId: this.#opts.groupInstanceId,
       beforeRejoin: () => this.#manager.beforeRejoin(),
     });
+    this.#joinSince = Date.now();
     await this.#consumer.start({
       onAssignment: (a, member) => {
         if (member) this.#memberId = member.memberId;
@@ -244,6 +251,9 @@ export class Worker {
         this.#manager.onAssignment(a);
       },
       onBatch: (b) => this.#onBatch(b),
+      onSkipped: (topic, partition, lastOffset, high) => {
+        if (this.#lag.has(`${topic}:${partition}`)) this.#setLag(topic, partition, high, lastOffset);
+      },
       onFatal: (e) => this.#fail(e),
     });
     const interval = Math.max(10, Math.floor(this.config.processing.commitIntervalMs / 2));
@@ -282,18 +292,8 @@ export class Worker {
     const task = this.#manager.tasks.get(taskIdOf(sub, b.partition));
     if (!task) return;
     if (task.state !== 'running') {
-      // Restoring: keep the group membership alive while we wait; the batch is fetched again later.
-      const ready = task.whenReady().then(
-        () => true,
-        () => false,
-      );
-      for (;;) {
-        const done = await Promise.race([ready, new Promise((r) => setTimeout(() => r('tick'), 1000))]);
-        // Never hold the consumer while stopping: kafkajs's disconnect waits for this handler.
-        if (done !== 'tick' || this.#state !== 'running' || !this.#manager.owns(task)) break;
-        await b.heartbeat();
-      }
-      return;
+      // Restoring: the batch is fetched again later. Never hold the consumer while stopping.
+      return this.#manager.awaitReady(task, b.heartbeat, () => this.#state === 'running');
     }
     await task.idle();
     if (b.isStale() || !this.#manager.owns(task) || task.state !== 'running') return;
@@ -308,15 +308,16 @@ export class Worker {
       throw e;
     }
     const last = b.records[b.records.length - 1];
-    if (last) {
-      const lag = Number(BigInt(b.highWatermark) - BigInt(last.offset) - 1n);
-      this.#lag.set(`${b.topic}:${b.partition}`, Math.max(0, lag));
-      this.metrics.lag.set(
-        { app: this.app.id, topic: b.topic, partition: String(b.partition) },
-        Math.max(0, lag),
-      );
-    }
+    // From the fetch's end, not the last record's: a trailing commit marker is no backlog.
+    if (last) this.#setLag(b.topic, b.partition, b.highWatermark, b.fetchedTo ?? last.offset);
     if (task.checkpointDue) await this.#manager.checkpoint(task);
+  }
+
+  /** Lag = high watermark − position, the position being one past `lastOffset` (records or markers). */
+  #setLag(topic: string, partition: number, high: string, lastOffset: string): void {
+    const lag = Math.max(0, Number(BigInt(high) - BigInt(lastOffset) - 1n));
+    this.#lag.set(`${topic}:${partition}`, lag);
+    this.metrics.lag.set({ app: this.app.id, topic, partition: String(partition) }, lag);
   }
 
   #checkpointDue(): void {
