@@ -8,6 +8,9 @@
  * it at the end if this run started it. App id: DEMO_APP_ID or `page-views`; topics: DEMO_CLICKS_TOPIC
  * or `clicks`, DEMO_PAGE_VIEWS_TOPIC or `page-views`. State lives in <tmpdir>/sluice-demo.
  */
+// First: Sluice patches kafkajs before kafkajs loads (this script and the load generator use
+// kafkajs themselves, and ES imports are evaluated in order).
+import 'sluice';
 import { randomBytes } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';

@@ -6,7 +6,7 @@
  * app.stream('clicks', { value: json<{ page: string; bot: boolean }>() }).filter((c) => !c.bot).to('human-clicks');
  * export default app;
  */
-export { App, type AppOptions, type StreamOptions } from './api/app.js';
+export { App, type AppOptions, type SerdesFor, type StreamOptions } from './api/app.js';
 export type {
   ConnectProcessor,
   ProcessContext,

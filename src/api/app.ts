@@ -1,14 +1,30 @@
 import { TopologyError } from '../errors.js';
 import { buildTopology, type Topology } from '../topology/build.js';
-import type { TimestampSpec } from '../topology/nodes.js';
 import { GraphBuilder } from '../topology/nodes.js';
+import type { RecordContext } from './context.js';
 import { bytes, json, type Serde, type Serdes, string } from './serdes.js';
 import { type KeyedStream, Stream, Table } from './stream.js';
 
 export interface StreamOptions<K, V> extends Serdes<K, V> {
-  /** Event time: the Kafka timestamp (default), `'processing'` (wall clock), or extracted from the value. */
-  timestamp?: TimestampSpec;
+  /**
+   * Event time: the Kafka timestamp (default), `'processing'` (wall clock), or extracted from the
+   * value (typed by the value serde: `timestamp: (c) => c.ts` with `value: json<Click>()`).
+   */
+  timestamp?: 'processing' | ((value: V, ctx: RecordContext<K>) => number);
 }
+
+/**
+ * The options of a read: optional while the types are the defaults (string keys, Buffer values),
+ * else with the serdes that make them so; `app.stream<string, Click>('clicks')` alone would read
+ * Buffers typed as Clicks.
+ */
+export type SerdesFor<K, V, O> = [string] extends [K]
+  ? [Buffer] extends [V]
+    ? [opts?: O]
+    : [opts: O & { value: Serde<V> }]
+  : [Buffer] extends [V]
+    ? [opts: O & { key: Serde<K> }]
+    : [opts: O & { key: Serde<K>; value: Serde<V> }];
 
 export interface AppOptions {
   /** The application id: the consumer group id and the prefix of every internal topic. */
@@ -44,7 +60,8 @@ export class App {
    * `'processing'`: the wall clock when the record is processed).
    * @example app.stream('trades', { value: json<Trade>(), timestamp: (t) => t.executedAt })
    */
-  stream<K = string, V = Buffer>(topic: string, opts: StreamOptions<K, V> = {}): Stream<K, V> {
+  stream<K = string, V = Buffer>(topic: string, ...rest: SerdesFor<K, V, StreamOptions<K, V>>): Stream<K, V> {
+    const opts: StreamOptions<K, V> = rest[0] ?? {};
     if (this.#topology) throw new TopologyError('the topology is already built; add streams before starting');
     const key = opts.key ?? string();
     const value = opts.value ?? bytes();
@@ -65,6 +82,7 @@ export class App {
       {
         keySerde: key,
         keyed: false,
+        valueSerde: value,
       },
     );
     return new Stream<K, V>({ id: this.id, graph: this.graph }, node);
@@ -86,14 +104,18 @@ export class App {
         name: `table-${topic.replace(/[^A-Za-z0-9._-]/g, '_')}`,
         keySerde: key,
         keyed: true,
+        valueSerde: value,
       },
     );
     return new Table<K, V>({ id: this.id, graph: this.graph }, node, topic, value);
   }
 
   /** Reads a topic whose records are already partitioned by key (keyed state allowed at once). */
-  keyedStream<K = string, V = Buffer>(topic: string, serdes: Serdes<K, V> = {}): KeyedStream<K, V> {
-    return this.stream(topic, serdes).byKey();
+  keyedStream<K = string, V = Buffer>(
+    topic: string,
+    ...rest: SerdesFor<K, V, Serdes<K, V>>
+  ): KeyedStream<K, V> {
+    return this.stream<K, V>(topic, ...(rest as unknown as SerdesFor<K, V, StreamOptions<K, V>>)).byKey();
   }
 
   /** The built topology (sub-topologies, internal topics, stores). Built once. */

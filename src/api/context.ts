@@ -1,4 +1,4 @@
-import type { StateDescriptor, StateHandles } from './state.js';
+import type { StateDescriptor, StateHandles, StateOption } from './state.js';
 
 /** What an operator can know of the record it is given. One object per task, reused per record. */
 export interface RecordContext<K = unknown> {
@@ -44,7 +44,7 @@ export interface TimerContext<K, R, S extends Record<string, StateDescriptor>> {
 }
 
 export interface Processor<K, V, R, S extends Record<string, StateDescriptor>> {
-  state?: S;
+  state?: StateOption<S>;
   onRecord(value: V, ctx: ProcessContext<K, R, S>): void;
   onTimer?(timestamp: number, ctx: TimerContext<K, R, S>): void;
 }
@@ -60,7 +60,7 @@ export interface Processor<K, V, R, S extends Record<string, StateDescriptor>> {
  * })
  */
 export interface ConnectProcessor<K, L, Rt, R, S extends Record<string, StateDescriptor>> {
-  state?: S;
+  state?: StateOption<S>;
   onLeft(value: L, ctx: ProcessContext<K, R, S>): void;
   onRight(value: Rt, ctx: ProcessContext<K, R, S>): void;
   onTimer?(timestamp: number, ctx: TimerContext<K, R, S>): void;

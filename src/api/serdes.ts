@@ -60,6 +60,42 @@ export function bytes(): Serde<Buffer> {
   return { name: 'bytes', serialize: (v) => v, deserialize: (b) => b as Buffer };
 }
 
+/**
+ * The key serde of a `keyBy` given none: UTF-8 text, and only text. A key function that returns
+ * a number or an object must name its key serde (`{ key: number() }`, `{ key: json() }`), since
+ * String(7) would come back as "7" after the repartition, not as the 7 the types promise.
+ * @internal
+ */
+export function keyString(): Serde<string> {
+  const s = string();
+  return {
+    name: 'string',
+    serialize: (v) => {
+      if (v !== null && v !== undefined && typeof v !== 'string')
+        throw new SerdeError(
+          `keyBy returned a ${typeof v} key (${safeString(v).slice(0, 40)}) but has no key serde: ` +
+            'give one, e.g. keyBy(fn, { key: number() }) or { key: json() }',
+        );
+      return s.serialize(v);
+    },
+    deserialize: s.deserialize,
+  };
+}
+
+/**
+ * The value serde of a sink given none after an operator that made new values: JSON, except that
+ * a Buffer is written as its bytes (not as JSON's `{"type":"Buffer","data":[…]}`).
+ * @internal
+ */
+export function jsonOrBytes<T>(): Serde<T> {
+  const j = json<T>();
+  return {
+    name: 'json',
+    serialize: (v) => (Buffer.isBuffer(v) ? v : j.serialize(v)),
+    deserialize: j.deserialize,
+  };
+}
+
 /** A number as its decimal text (readable by any consumer). */
 export function number(): Serde<number> {
   const s = string();

@@ -81,12 +81,35 @@ export type StateHandle<D> =
         ? ListState<T>
         : never;
 
+declare const stateNotGiven: unique symbol;
+
 /**
- * The handles of a processor's state. When the state type could not be inferred (an explicit
- * output type, `process<Out>(...)`, stops TypeScript from inferring the rest), handles are `any`;
- * write `process<Out, typeof state>(...)` or leave the output type to inference to get them typed.
+ * The state type parameter of `process<Out>(…)`: naming only the output type stops TypeScript
+ * from inferring the state's type from `state: { … }` (type arguments are all given or all
+ * inferred), so `ctx.state` has no handles to offer. Write `process<Out, typeof state>(…)` with
+ * the descriptors in a `const state = { … }`, or leave `<Out>` out and let both be inferred.
  */
-export type StateHandles<S> = 0 extends 1 & S ? any : { readonly [N in keyof S]: StateHandle<S[N]> };
+export type StateNotGiven = { readonly [stateNotGiven]?: true };
+
+/**
+ * What `ctx.state` is in `process<Out>({ state, … })`: nothing, so that a handle used there
+ * (`ctx.state.last`) fails to compile instead of being `any`; see {@link StateNotGiven}.
+ */
+// biome-ignore lint/suspicious/noEmptyInterface: its name is the message tsc shows at ctx.state.x
+export interface StateTypeNotGiven_WriteProcessOutTypeofState {}
+
+/** The `state` a processor takes: its descriptors, or any when their type was not given. */
+export type StateOption<S> = typeof stateNotGiven extends keyof S ? Record<string, StateDescriptor> : S;
+
+/**
+ * The handles of a processor's state, typed by its descriptors. `process<Out, any>(…)` makes
+ * them `any`; `process<Out>(…)` gives none ({@link StateNotGiven}).
+ */
+export type StateHandles<S> = 0 extends 1 & S
+  ? any
+  : typeof stateNotGiven extends keyof S
+    ? StateTypeNotGiven_WriteProcessOutTypeofState
+    : { readonly [N in keyof S]: StateHandle<S[N]> };
 
 /**
  * Internal (not exported by the package): marks a processor of Sluice's own (windows, joins) whose

@@ -2,8 +2,16 @@ import { TopologyError } from '../errors.js';
 import { repartitionTopic } from '../topology/build.js';
 import type { ErrorPolicy, GraphBuilder, GraphNode, StoreSpec } from '../topology/nodes.js';
 import type { ConnectProcessor, ProcessContext, Processor, RecordContext } from './context.js';
-import { json, type Serde, type Serdes, string } from './serdes.js';
-import { copyValue, LIVE_STATE, listState, liveState, type StateDescriptor, valueState } from './state.js';
+import { json, jsonOrBytes, keyString, type Serde, type Serdes } from './serdes.js';
+import {
+  copyValue,
+  LIVE_STATE,
+  listState,
+  liveState,
+  type StateDescriptor,
+  type StateNotGiven,
+  valueState,
+} from './state.js';
 import {
   type WindowBounds,
   type Windowed,
@@ -60,6 +68,8 @@ export class Stream<K, V> {
       keySerde?: Serde<any>;
       keyed?: boolean;
       onError?: ErrorPolicy | undefined;
+      /** The values pass through unchanged (filter, peek, shed): they keep the stream's value serde. */
+      sameValues?: boolean;
     } = {},
   ): Stream<K2, V2> {
     const node = this.app.graph.add(spec.kind, spec, [this.node], {
@@ -67,6 +77,7 @@ export class Stream<K, V> {
       onError: opts.onError,
       keySerde: opts.keySerde ?? this.node.keySerde,
       keyed: opts.keyed ?? this.node.keyed,
+      valueSerde: opts.sameValues ? this.node.valueSerde : undefined,
     });
     return this.node.keyed && (opts.keyed ?? true)
       ? new KeyedStream<K2, V2>(this.app, node)
@@ -83,7 +94,10 @@ export class Stream<K, V> {
 
   /** Keeps the records for which `fn` is true. */
   filter(fn: (value: V, ctx: RecordContext<K>) => boolean, opts?: OperatorOptions): this {
-    return this.next({ kind: 'filter', fn }, { name: opts?.name, onError: opts?.onError }) as any;
+    return this.next(
+      { kind: 'filter', fn },
+      { name: opts?.name, onError: opts?.onError, sameValues: true },
+    ) as any;
   }
 
   /** Zero, one or many values per record, each with the record's key. */
@@ -96,16 +110,23 @@ export class Stream<K, V> {
 
   /** Sees each record without changing it (metrics, debugging). */
   peek(fn: (value: V, ctx: RecordContext<K>) => void, opts?: OperatorOptions): this {
-    return this.next({ kind: 'peek', fn }, { name: opts?.name, onError: opts?.onError }) as any;
+    return this.next(
+      { kind: 'peek', fn },
+      { name: opts?.name, onError: opts?.onError, sameValues: true },
+    ) as any;
   }
 
   /** One stream of the records of this stream and the others (same sub-topology, same task). */
   merge(...others: Stream<K, V>[]): Stream<K, V> {
     const parents = [this.node, ...others.map((o) => o.node)];
     const keyed = parents.every((p) => p.keyed);
+    // One value serde for all (the same one, or built-ins of one name), or none: JSON downstream.
+    const vs = this.node.valueSerde;
+    const sameValues = vs !== undefined && parents.every((p) => p.valueSerde?.name === vs.name);
     const node = this.app.graph.add('merge', { kind: 'merge' }, parents, {
       keySerde: this.node.keySerde,
       keyed,
+      valueSerde: sameValues ? vs : undefined,
     });
     return keyed ? new KeyedStream<K, V>(this.app, node) : new Stream<K, V>(this.app, node);
   }
@@ -124,13 +145,25 @@ export class Stream<K, V> {
    * Gives each record a new key. Records are written to the repartition topic
    * `<appId>-<name>-repartition` (created with the source's partition count) and read back
    * partitioned by the new key, so that keyed state sees every record of a key in one task.
+   * Keys are UTF-8 text unless `key` gives their serde: a key function that returns anything but
+   * a string needs one, so the key downstream has the type it was given.
+   * @example .keyBy((c) => c.page)
+   * @example .keyBy((r) => r.bucket, { key: number() })
    */
+  keyBy<K2 extends string | null | undefined>(
+    fn: (value: V, ctx: RecordContext<K>) => K2,
+    opts?: OperatorOptions & { key?: Serde<K2>; value?: Serde<V> },
+  ): KeyedStream<K2, V>;
+  keyBy<K2>(
+    fn: (value: V, ctx: RecordContext<K>) => K2,
+    opts: OperatorOptions & { key: Serde<K2>; value?: Serde<V> },
+  ): KeyedStream<K2, V>;
   keyBy<K2>(
     fn: (value: V, ctx: RecordContext<K>) => K2,
     opts: OperatorOptions & { key?: Serde<K2>; value?: Serde<V> } = {},
   ): KeyedStream<K2, V> {
-    const keySerde = opts.key ?? (string() as unknown as Serde<K2>);
-    const valueSerde = opts.value ?? json<V>();
+    const keySerde = opts.key ?? (keyString() as unknown as Serde<K2>);
+    const valueSerde = opts.value ?? this.node.valueSerde ?? json<V>();
     const base = opts.name ?? `keyby-${this.app.graph.nodes.length}`;
     const topic = repartitionTopic(this.app.id, base);
     const select = this.app.graph.add('selectKey', { kind: 'selectKey', fn }, [this.node], {
@@ -153,7 +186,7 @@ export class Stream<K, V> {
       'source',
       { kind: 'source', topics: [topic], key: keySerde, value: valueSerde, internal: true },
       [],
-      { name: `${base}-source`, keySerde, keyed: true },
+      { name: `${base}-source`, keySerde, keyed: true, valueSerde },
     );
     return new KeyedStream<K2, V>(this.app, source);
   }
@@ -166,6 +199,7 @@ export class Stream<K, V> {
     const node = this.app.graph.add('merge', { kind: 'merge' }, [this.node], {
       keySerde: this.node.keySerde,
       keyed: true,
+      valueSerde: this.node.valueSerde,
     });
     return new KeyedStream<K, V>(this.app, node);
   }
@@ -175,7 +209,8 @@ export class Stream<K, V> {
    * `overload.placement: operator`) the worker drops here the fraction of records that keeps it
    * within its headroom: at random, or (with `overload.drop: priority`) those of lowest
    * `priority(value)` first. In divert mode the dropped records go to `<appId>-overflow`, keyed
-   * as here, the value serialized with `value` (JSON by default). Otherwise records pass through.
+   * as here, the value serialized with `value` (by default the source's serde while the values are
+   * still the source's, else JSON). Otherwise records pass through.
    * Place it before the expensive operators: shedding after them saves nothing.
    * @example stream.shed({ priority: (order) => order.amount }).map(enrich).to('enriched')
    */
@@ -183,12 +218,16 @@ export class Stream<K, V> {
     opts: NamedOptions & { priority?: (value: V, ctx: RecordContext<K>) => number; value?: Serde<V> } = {},
   ): this {
     return this.next(
-      { kind: 'shed', priority: opts.priority as any, value: opts.value },
-      { name: opts.name },
+      { kind: 'shed', priority: opts.priority as any, value: opts.value ?? this.node.valueSerde },
+      { name: opts.name, sameValues: true },
     ) as any;
   }
 
-  /** Writes the stream to a topic. The key serde defaults to the stream's, the value serde to JSON. */
+  /**
+   * Writes the stream to a topic. The key serde defaults to the stream's; the value serde to the
+   * source's while the values are still the source's (filter, peek, keyBy keep them: a stream
+   * read without serdes is bytes in, bytes out), else to JSON (a Buffer value as its bytes).
+   */
   to(topic: string, serdes: Serdes<K, V> = {}, opts?: NamedOptions): void {
     if (!topic || /\s/.test(topic)) throw new TopologyError(`invalid topic name ${JSON.stringify(topic)}`);
     this.app.graph.add(
@@ -197,7 +236,7 @@ export class Stream<K, V> {
         kind: 'sink',
         topic,
         key: serdes.key ?? this.node.keySerde,
-        value: serdes.value ?? json<V>(),
+        value: serdes.value ?? this.node.valueSerde ?? jsonOrBytes<V>(),
         internal: false,
       },
       [this.node],
@@ -211,14 +250,17 @@ export class Stream<K, V> {
  */
 export class KeyedStream<K, V> extends Stream<K, V> {
   /**
-   * Runs a processor with keyed state and timers.
+   * Runs a processor with keyed state and timers. The state's type is inferred from `state` when
+   * no type argument is written; with an explicit output type write both, `process<Out, typeof state>`
+   * (`process<Out>` alone gives `ctx.state` no handles: see {@link StateNotGiven}).
    * @example
-   * .process<Alert>({
-   *   state: { last: valueState<number>() },
+   * const state = { last: valueState<number>() };
+   * .process<Alert, typeof state>({
+   *   state,
    *   onRecord(r, ctx) { const prev = ctx.state.last.get(); ctx.state.last.set(r.temp); if (prev !== undefined) ctx.emit({ prev, now: r.temp }); },
    * })
    */
-  process<R, S extends Record<string, StateDescriptor> = any>(
+  process<R, S extends Record<string, StateDescriptor> = StateNotGiven>(
     processor: Processor<K, V, R, S>,
     opts?: OperatorOptions,
   ): KeyedStream<K, R> {
@@ -377,7 +419,7 @@ export class ConnectedStreams<K, L, Rt> {
     this.#right = right;
   }
 
-  process<R, S extends Record<string, StateDescriptor> = any>(
+  process<R, S extends Record<string, StateDescriptor> = StateNotGiven>(
     processor: ConnectProcessor<K, L, Rt, R, S>,
     opts?: NamedOptions,
   ): KeyedStream<K, R> {
@@ -624,7 +666,7 @@ export class WindowedStream<K, V> {
       name,
       this.#late?.topic,
       this.#late?.serdes.key ?? parent.node.keySerde,
-      this.#late?.serdes.value ?? json(),
+      this.#late?.serdes.value ?? parent.node.valueSerde ?? jsonOrBytes(),
     );
     return out as KeyedStream<K, Windowed<R>>;
   }

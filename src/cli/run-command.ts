@@ -4,19 +4,34 @@ import type { SluiceConfig } from '../config/schema.js';
 import { startLocalKafka } from '../dev/local-kafka.js';
 import { startWorker } from '../runtime/start.js';
 import { externalTopics } from '../runtime/topics.js';
+import { closeToExisting, typoWarning } from '../suggest.js';
 import { parseArgs } from './args.js';
 import { stopWhenLauncherExits } from './launcher-watch.js';
 import { loadJob } from './load-job.js';
 import { withAdmin } from './topics-command.js';
+import { topologyDot, topologyJson } from './topology-format.js';
+import { UsageError } from './usage.js';
 
 function jobArg(positionals: string[], cmd: string): string {
   const f = positionals[0];
-  if (!f) throw new Error(`usage: sluice ${cmd} <job-file>`);
+  if (!f) throw new UsageError(`${cmd} needs a job file`, cmd);
+  if (positionals.length > 1)
+    throw new UsageError(
+      `${cmd} takes one job file, got ${positionals.map((p) => JSON.stringify(p)).join(' ')}`,
+      cmd,
+    );
   return f;
 }
 
-/** Runs one worker until SIGTERM/SIGINT (graceful: checkpoint, leave the group) or a fatal error. */
-async function runWorker(app: App, config: Readonly<SluiceConfig>): Promise<number> {
+/**
+ * Runs one worker until SIGTERM/SIGINT (graceful: checkpoint; a dynamic member, or a static one
+ * with kafka.leaveGroupOnClose, leaves the group) or a fatal error.
+ */
+async function runWorker(
+  app: App,
+  config: Readonly<SluiceConfig>,
+  onStarted?: (running: { http: { url: string } | undefined }) => void,
+): Promise<number> {
   let fatal: Error | undefined;
   let wake: () => void = () => undefined;
   const stopped = new Promise<void>((r) => {
@@ -28,6 +43,7 @@ async function runWorker(app: App, config: Readonly<SluiceConfig>): Promise<numb
       wake();
     },
   });
+  onStarted?.(running);
   const onSignal = (sig: string) => {
     running.logger.info({ signal: sig }, 'shutting down');
     wake();
@@ -70,9 +86,17 @@ function exitWhenStuck(logger: { warn: (o: object, m: string) => void }, code: n
   }, 2000).unref();
 }
 
+/** `--leave-group-on-stop`: the switch for `kafka.leaveGroupOnClose true` (scale-down on SIGTERM). */
+const LEAVE_SWITCH = 'leave-group-on-stop';
+
+function settingsOf(args: ReturnType<typeof parseArgs>): Array<[string, string]> {
+  const v = args.switches.get(LEAVE_SWITCH);
+  return v === undefined ? [...args.settings] : [...args.settings, ['kafka.leaveGroupOnClose', v]];
+}
+
 export async function runCommand(argv: string[]): Promise<number> {
-  const args = parseArgs(argv);
-  const config = loadConfig({ file: args.configFile, flags: args.settings });
+  const args = parseArgs(argv, [LEAVE_SWITCH]);
+  const config = loadConfig({ file: args.configFile, flags: settingsOf(args) });
   return runWorker(await loadJob(jobArg(args.positionals, 'run')), config);
 }
 
@@ -86,9 +110,9 @@ const DEV_PARTITIONS = 4;
  * a job runs on a fresh machine with one command. On a configured cluster nothing is created.
  */
 export async function devCommand(argv: string[]): Promise<number> {
-  const args = parseArgs(argv, [], ['kafka-port']);
+  const args = parseArgs(argv, [LEAVE_SWITCH], ['kafka-port']);
   const app = await loadJob(jobArg(args.positionals, 'dev'));
-  const flags = [...args.settings];
+  const flags = settingsOf(args);
   const configuredBy = brokersSource({ file: args.configFile, flags });
   if (configuredBy === undefined) {
     const port = args.switches.has('kafka-port') ? Number(args.switches.get('kafka-port')) : undefined;
@@ -101,14 +125,19 @@ export async function devCommand(argv: string[]): Promise<number> {
   const config = loadConfig({ file: args.configFile, flags });
   if (configuredBy === undefined) {
     const { inputs, outputs } = externalTopics(app.topology());
-    const created = await withAdmin(config, (admin) =>
-      admin.ensureTopics([...inputs, ...outputs].map((topic) => ({ topic, partitions: DEV_PARTITIONS }))),
-    );
+    const created = await withAdmin(config, async (admin) => {
+      for (const p of closeToExisting([...inputs, ...outputs], await admin.listTopics())) say(typoWarning(p));
+      return admin.ensureTopics(
+        [...inputs, ...outputs].map((topic) => ({ topic, partitions: DEV_PARTITIONS })),
+      );
+    });
     if (created.length > 0) say(`created topics ${created.join(', ')} (${DEV_PARTITIONS} partitions)`);
   } else {
     say(`using the cluster set by ${configuredBy}: ${config.kafka.brokers.join(',')}`);
   }
-  return runWorker(app, config);
+  return runWorker(app, config, (running) => {
+    if (running.http) say(`status page: ${running.http.url}/ (metrics ${running.http.url}/metrics)`);
+  });
 }
 
 function say(line: string): void {
@@ -116,9 +145,20 @@ function say(line: string): void {
 }
 
 export async function topologyCommand(argv: string[]): Promise<number> {
-  const args = parseArgs(argv);
+  const args = parseArgs(argv, [], ['format']);
+  const format = args.switches.get('format') ?? 'text';
+  if (!['text', 'json', 'dot'].includes(format))
+    throw new UsageError(`--format must be text, json or dot, not ${JSON.stringify(format)}`, 'topology');
   const app = await loadJob(jobArg(args.positionals, 'topology'));
   const t = app.topology();
+  if (format === 'json') {
+    process.stdout.write(`${JSON.stringify(topologyJson(t), null, 2)}\n`);
+    return 0;
+  }
+  if (format === 'dot') {
+    process.stdout.write(topologyDot(t));
+    return 0;
+  }
   process.stdout.write(`${t.describe()}\n`);
   if (t.repartitionTopics.size > 0)
     process.stdout.write(`Repartition topics: ${[...t.repartitionTopics.keys()].join(', ')}\n`);

@@ -5,15 +5,21 @@ import type { KafkaAdmin } from '../kafka/admin.js';
 import { KafkaClient } from '../kafka/client.js';
 import { createLogger } from '../ops/logger.js';
 import { secretsOf } from '../ops/redact.js';
+import { closeToExisting, didYouMean, typoWarning } from '../suggest.js';
 import { parseArgs } from './args.js';
+import { UsageError } from './usage.js';
 
-const USAGE = `Usage:
+export const TOPICS_USAGE = `Usage:
   sluice topics create <topic> [<topic> ...] [--partitions N] [--compact]
   sluice topics list
+  sluice topics delete <topic> [<topic> ...] --yes
 
 create: creates the topics that do not exist yet (N partitions, default 4; --compact for a
-        compacted topic) and prints the partition count of each. Replication is the broker's default.
+        compacted topic) and prints the partition count of each. Replication is the broker's
+        default. Warns when a name is close to an existing topic's (a typo?).
 list:   prints every topic that is not internal to Kafka, with its partition count.
+delete: deletes the topics and their records; without --yes prints what it would delete.
+        Kafka's own topics (__*) are refused; a topic that does not exist is named, not an error.
 The cluster is the job's: --brokers, SLUICE_KAFKA_BROKERS or KAFKA_BROKERS, --config sluice.yaml
 (with its security settings).`;
 
@@ -26,15 +32,46 @@ const DEFAULT_PARTITIONS = 4;
  * cluster, with the same connection settings as the worker.
  */
 export async function topicsCommand(argv: string[]): Promise<number> {
-  const args = parseArgs(argv, ['compact', 'help'], ['partitions']);
+  const args = parseArgs(argv, ['compact', 'help', 'yes'], ['partitions']);
   const [action, ...topics] = args.positionals;
   if (args.switches.has('help')) {
-    process.stdout.write(`${USAGE}\n`);
+    process.stdout.write(`${TOPICS_USAGE}\n`);
     return 0;
   }
-  if ((action !== 'create' || topics.length === 0) && (action !== 'list' || topics.length > 0)) {
-    process.stderr.write(`${USAGE}\n`);
-    return 1;
+  const ok =
+    ((action === 'create' || action === 'delete') && topics.length > 0) ||
+    (action === 'list' && topics.length === 0);
+  if (!ok) {
+    throw new UsageError(
+      action === undefined || !['create', 'list', 'delete'].includes(action)
+        ? `topics needs an action: create, list or delete${action === undefined ? '' : `, not ${JSON.stringify(action)}${didYouMean(action, ['create', 'list', 'delete'])}`}`
+        : action === 'list'
+          ? 'topics list takes no topic names'
+          : `topics ${action} needs at least one topic name`,
+      'topics',
+    );
+  }
+  if (action === 'delete') {
+    const internal = topics.filter((t) => t.startsWith('__'));
+    if (internal.length > 0)
+      throw new UsageError(`refusing to delete Kafka's own topics: ${internal.join(', ')}`, 'topics');
+    const config = loadConfig({ file: args.configFile, flags: args.settings });
+    return withAdmin(config, async (admin) => {
+      const existing = await admin.listTopics();
+      const present = topics.filter((t) => existing.includes(t));
+      for (const t of topics.filter((t) => !existing.includes(t)))
+        process.stderr.write(`${t}: no such topic${didYouMean(t, existing)}\n`);
+      if (args.switches.get('yes') !== 'true') {
+        if (present.length > 0)
+          process.stdout.write(
+            `sluice topics delete would delete ${present.join(', ')} and all their records.\nRun again with --yes to do it.\n`,
+          );
+        return 2;
+      }
+      await admin.deleteTopics(present);
+      for (const t of present) process.stdout.write(`${t}: deleted\n`);
+      return present.length === topics.length ? 0 : 1;
+    });
   }
   const partitions = Number(args.switches.get('partitions') ?? DEFAULT_PARTITIONS);
   if (!Number.isInteger(partitions) || partitions < 1) {
@@ -52,6 +89,8 @@ export async function topicsCommand(argv: string[]): Promise<number> {
   return withAdmin(config, async (admin) => {
     if (action === 'create') {
       const config = args.switches.has('compact') ? { 'cleanup.policy': 'compact' } : undefined;
+      for (const p of closeToExisting(topics, await admin.listTopics()))
+        process.stderr.write(`${typoWarning(p)}\n`);
       const created = new Set(
         await admin.ensureTopics(
           topics.map((topic) => ({ topic, partitions, ...(config ? { config } : {}) })),

@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
 import { ConfigError, type ConfigProblem } from '../errors.js';
+import { didYouMean } from '../suggest.js';
 import {
   configLeaves,
   configSchema,
@@ -148,7 +149,7 @@ export function loadConfig(opts: LoadConfigOptions = {}): Readonly<SluiceConfig>
     if (!name.startsWith('SLUICE_') || raw === undefined || RESERVED_ENV.has(name)) continue;
     const leaf = leafByEnv.get(name);
     if (!leaf) {
-      problems.push({ path: `env ${name}`, message: 'unknown setting' });
+      problems.push({ path: `env ${name}`, message: `unknown setting${didYouMean(name, leafByEnv.keys())}` });
       continue;
     }
     setPath(fromEnv, leaf.path, coerce(leaf, raw, `env ${name}`, problems));
@@ -159,7 +160,10 @@ export function loadConfig(opts: LoadConfigOptions = {}): Readonly<SluiceConfig>
   for (const [dotted, raw] of opts.flags ?? []) {
     const leaf = leafByDotted.get(dotted);
     if (!leaf) {
-      problems.push({ path: `flag --${dotted}`, message: 'unknown setting' });
+      problems.push({
+        path: `flag --${dotted}`,
+        message: `unknown setting${didYouMean(dotted, leafByDotted.keys())}`,
+      });
       continue;
     }
     setPath(fromFlags, leaf.path, coerce(leaf, raw, `flag --${dotted}`, problems));
@@ -172,7 +176,10 @@ export function loadConfig(opts: LoadConfigOptions = {}): Readonly<SluiceConfig>
       const base = issue.path.map(String).join('.');
       if (issue.code === 'unrecognized_keys') {
         for (const k of issue.keys)
-          problems.push({ path: base ? `${base}.${k}` : k, message: 'unknown key' });
+          problems.push({
+            path: base ? `${base}.${k}` : k,
+            message: `unknown key${didYouMean(k, keysUnder(issue.path.map(String)))}`,
+          });
       } else {
         problems.push({ path: base || '(root)', message: issue.message });
       }
@@ -180,6 +187,15 @@ export function loadConfig(opts: LoadConfigOptions = {}): Readonly<SluiceConfig>
   }
   if (problems.length > 0) throw new ConfigError(problems);
   return deepFreeze(result.data!);
+}
+
+/** The keys the schema has right under `path` (`[]`: the top-level sections). */
+function keysUnder(path: readonly string[]): Set<string> {
+  const out = new Set<string>();
+  for (const l of configLeaves) {
+    if (l.path.length > path.length && path.every((p, i) => l.path[i] === p)) out.add(l.path[path.length]!);
+  }
+  return out;
 }
 
 /** The documented list of settings: path, env name (for docs and `sluice config`). */

@@ -82,6 +82,9 @@ const kafkaSasl = z
         });
   });
 
+/** What Kafka accepts as a group.instance.id (as for a topic name: 1–249 of these characters). */
+export const GROUP_INSTANCE_ID_PATTERN = /^[A-Za-z0-9._-]{1,249}$/;
+
 const kafka = z
   .object({
     /** Bootstrap brokers. `KAFKA_BROKERS` (comma-separated) is honoured as well. */
@@ -96,6 +99,22 @@ const kafka = z
     sessionTimeoutMs: z.number().int().min(6000).max(300_000).default(30_000),
     /** How often a worker heartbeats; must be well below sessionTimeoutMs. */
     heartbeatIntervalMs: z.number().int().min(100).max(60_000).default(3000),
+    /**
+     * Static group membership (KIP-345): the worker joins with a `group.instance.id`, so a restart
+     * within sessionTimeoutMs gets its tasks back without a rebalance, and a stop does not leave
+     * the group (see leaveGroupOnClose). `false`: a dynamic member, which leaves on every stop.
+     */
+    staticMembership: z.boolean().default(true),
+    /**
+     * The worker's group.instance.id (in Kubernetes, the pod name). Unset: an id made once and
+     * kept in `<state.dir>/<appId>/instance-id`. Two live workers must never share one.
+     */
+    groupInstanceId: z
+      .string()
+      .regex(GROUP_INSTANCE_ID_PATTERN, "1–249 of the characters A–Z, a–z, 0–9, '.', '_' and '-'")
+      .optional(),
+    /** A static member leaves the group when it stops (scale-down: its tasks move at once). */
+    leaveGroupOnClose: z.boolean().default(false),
     ssl: kafkaSsl.prefault({}),
     sasl: kafkaSasl.prefault({}),
   })
@@ -203,6 +222,12 @@ export const configSchema = z
   })
   .strict()
   .superRefine((c, ctx) => {
+    if (c.kafka.groupInstanceId !== undefined && !c.kafka.staticMembership)
+      ctx.addIssue({
+        code: 'custom',
+        path: ['kafka', 'groupInstanceId'],
+        message: 'set, but kafka.staticMembership is false',
+      });
     if (c.http.authMetrics && c.http.authToken === undefined)
       ctx.addIssue({ code: 'custom', path: ['http', 'authMetrics'], message: 'needs http.authToken' });
     if (c.overload.drop === 'priority' && c.overload.placement !== 'operator')

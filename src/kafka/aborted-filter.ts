@@ -25,13 +25,23 @@ interface Msg {
   key?: Buffer | null;
   offset: string;
   isControlRecord?: boolean;
-  batchContext: { producerId: string | number | bigint; inTransaction: boolean };
+  batchContext: { producerId: string | number | bigint; inTransaction: boolean; isControlBatch?: boolean };
 }
 
-const ABORT_MARKER_KEY = Buffer.from([0, 0, 0, 0]);
+/** The control record type of a transaction's ABORT marker (COMMIT is 1). */
+const ABORT = 0;
 
-function isAbortMarker(m: Msg): boolean {
-  return m.key != null && Buffer.from(m.key).equals(ABORT_MARKER_KEY);
+/**
+ * An ABORT marker: a record of a control batch (the batch attributes' control bit, which kafkajs
+ * decodes as `batchContext.isControlBatch` and copies to `isControlRecord`) whose key, an int16
+ * version followed by an int16 type, has type 0. A data record whose key happens to be the bytes
+ * 00 00 00 00 is not one.
+ */
+export function isAbortMarker(m: Pick<Msg, 'key' | 'isControlRecord' | 'batchContext'>): boolean {
+  if (m.isControlRecord !== true && m.batchContext.isControlBatch !== true) return false;
+  const key = m.key;
+  if (key == null || key.length < 4) return false;
+  return key.readInt16BE(2) === ABORT;
 }
 
 /** kafkajs's contract: the messages of one fetched partition minus those of aborted transactions. */

@@ -1,13 +1,18 @@
 import './kafkajs-preload.js';
-import { type Admin, AssignerProtocol } from 'kafkajs';
+import { createRequire } from 'node:module';
+import { type Admin, AssignerProtocol, type Kafka } from 'kafkajs';
+import { createKafkajsCluster } from './partition-reader.js';
 import type { MemberInfo } from './task-assigner.js';
 import type { TopicPartitionOffset, TopicSpec } from './types.js';
 
 /** What Sluice asks of Kafka's admin API, in Sluice's terms. */
 export class KafkaAdmin {
   readonly #admin: Admin;
-  constructor(admin: Admin) {
+  readonly #kafka: Kafka | undefined;
+  /** `kafka`: the client the admin was made from (for requests kafkajs's admin lacks). */
+  constructor(admin: Admin, kafka?: Kafka) {
     this.#admin = admin;
+    this.#kafka = kafka;
   }
 
   async listTopics(): Promise<string[]> {
@@ -122,9 +127,50 @@ export class KafkaAdmin {
     };
   }
 
+  /**
+   * Removes static members (KIP-345) from a group at once: LeaveGroup v3 with
+   * `{ memberId: '', groupInstanceId }` to the group coordinator, what the Java AdminClient's
+   * `removeMembersFromConsumerGroup` sends. The coordinator rebalances the group now instead of
+   * waiting for the member's session timeout. Answers each id, with the error for that id when it
+   * was not removed (`UNKNOWN_MEMBER_ID`: the group has no member with it).
+   */
+  async removeStaticMembers(groupId: string, groupInstanceIds: readonly string[]): Promise<RemovedMember[]> {
+    if (!this.#kafka) throw new Error('removeStaticMembers needs the KafkaAdmin made by KafkaClient.admin()');
+    const { createErrorFromCode, failure } = require('kafkajs/src/protocol/error.js');
+    const cluster = createKafkajsCluster(this.#kafka);
+    await cluster.connect();
+    try {
+      const coordinator = await cluster.findGroupCoordinator({ groupId });
+      const r = await coordinator.leaveGroup({
+        groupId,
+        members: groupInstanceIds.map((groupInstanceId) => ({ memberId: '', groupInstanceId })),
+      });
+      return (r.members as Array<{ memberId: string; groupInstanceId: string; errorCode: number }>).map(
+        (m) => ({
+          groupInstanceId: m.groupInstanceId,
+          memberId: m.memberId,
+          ...(failure(m.errorCode) ? { error: String(createErrorFromCode(m.errorCode).type) } : {}),
+        }),
+      );
+    } finally {
+      await cluster.disconnect();
+    }
+  }
+
   async close(): Promise<void> {
     await this.#admin.disconnect();
   }
+}
+
+const require = createRequire(import.meta.url);
+
+/** One static member {@link KafkaAdmin.removeStaticMembers} removed, or could not. */
+export interface RemovedMember {
+  groupInstanceId: string;
+  /** The member id as the coordinator echoes it (empty: the member was named by instance id). */
+  memberId: string;
+  /** kafkajs's error type for this member (e.g. `UNKNOWN_MEMBER_ID`: no such instance), or absent. */
+  error?: string;
 }
 
 export interface GroupDescription {

@@ -1,8 +1,10 @@
+// First, before kafkajs loads: the load-time changes to it (a side-effect import, never reordered).
 import './kafkajs-preload.js';
 import { type Admin, Kafka, type Producer } from 'kafkajs';
 import type { Logger } from '../ops/logger.js';
 import { KafkaAdmin } from './admin.js';
 import { GroupConsumer, type GroupConsumerOptions } from './consumer.js';
+import { assertKafkajsPatched } from './kafkajs-preload.js';
 import { kafkaLogCreator, kafkaLogLevelFor } from './log-bridge.js';
 import { PartitionReader } from './partition-reader.js';
 import { PlainProducer, TransactionalProducer } from './producer.js';
@@ -23,6 +25,8 @@ export class KafkaClient {
   readonly #ssl: ReturnType<typeof securityOptions>['ssl'];
 
   constructor(settings: KafkaSettings, logger: Logger) {
+    // A different kafkajs, or a load-time change to it that did not install: fail now, clearly.
+    assertKafkajsPatched();
     this.settings = settings;
     this.logger = logger;
     const security = securityOptions(settings);
@@ -57,7 +61,7 @@ export class KafkaClient {
         await raw.connect().catch((e) => {
           throw asAuthError(e, this.settings);
         });
-        return new KafkaAdmin(raw);
+        return new KafkaAdmin(raw, this.kafka);
       })();
       this.#admin = p;
       p.catch(() => {

@@ -1,7 +1,9 @@
 import './kafkajs-preload.js';
 import { createRequire } from 'node:module';
 import type { Consumer, EachBatchPayload, Kafka } from 'kafkajs';
+import { SluiceError } from '../errors.js';
 import type { Logger } from '../ops/logger.js';
+import { isFencedInstance } from './kafkajs-static.js';
 import { createTaskAssigner, type MemberInfo, type TaskLayout } from './task-assigner.js';
 import type { InRecord, KafkaSettings, TopicPartitionOffset } from './types.js';
 
@@ -26,6 +28,11 @@ export interface BatchContext {
   partition: number;
   records: InRecord[];
   highWatermark: string;
+  /**
+   * The last offset this fetch covered, transaction markers and aborted records included (they
+   * are not in `records`): the position after the batch is this + 1, whatever `records` ends with.
+   */
+  fetchedTo: string;
   /** True when a seek is pending for this partition: the batch was fetched from the old position. */
   isStale(): boolean;
   /** Marks an offset as consumed in kafkajs's own position tracking. */
@@ -43,6 +50,18 @@ export interface GroupConsumerOptions {
   layout: TaskLayout;
   memberInfo: () => MemberInfo;
   onMembers?: (members: Map<string, MemberInfo>) => void;
+  /**
+   * KIP-345 `group.instance.id`: a static member keeps its place (and its partitions) across a
+   * restart within the session timeout, and does not leave the group when it stops unless
+   * {@link GroupConsumer.stop} is asked to. Absent: a dynamic member, which leaves on stop.
+   */
+  groupInstanceId?: string | undefined;
+  /**
+   * Awaited before every JoinGroup, while no batch runs: under the eager protocol everything this
+   * member owns may move, so it checkpoints its tasks here, before the group can hand them to
+   * another member (whose fence would abort a checkpoint still in flight).
+   */
+  beforeRejoin?: () => Promise<void>;
 }
 
 export interface GroupHandlers {
@@ -51,6 +70,11 @@ export interface GroupHandlers {
     member?: { memberId: string; leaderId: string; isLeader: boolean },
   ): void;
   onBatch(batch: BatchContext): Promise<void>;
+  /**
+   * A fetch that held only transaction markers or aborted records: kafkajs moves past it without
+   * calling onBatch. `lastOffset` is its last offset (the position is now lastOffset + 1).
+   */
+  onSkipped?(topic: string, partition: number, lastOffset: string, highWatermark: string): void;
   /** kafkajs gave up (after its own retries) and will not restart by itself. */
   onFatal(error: Error): void;
 }
@@ -61,6 +85,8 @@ export class GroupConsumer {
   readonly #opts: GroupConsumerOptions;
   readonly #logger: Logger;
   #rejoin = false;
+  #leaveOnStop = false;
+  #fenced = false;
 
   constructor(kafka: Kafka, settings: KafkaSettings, opts: GroupConsumerOptions, logger: Logger) {
     this.#opts = opts;
@@ -76,6 +102,10 @@ export class GroupConsumer {
       allowAutoTopicCreation: false,
       partitionAssigners: [createTaskAssigner(opts.layout, opts.memberInfo, opts.onMembers)],
       retry: { retries: 1000, initialRetryTime: 300, maxRetryTime: 10_000 },
+      ...(opts.beforeRejoin === undefined ? {} : { beforeJoin: opts.beforeRejoin }),
+      ...(opts.groupInstanceId === undefined
+        ? {}
+        : { groupInstanceId: opts.groupInstanceId, leaveGroupOnStop: () => this.#leaveOnStop }),
     });
   }
 
@@ -86,12 +116,29 @@ export class GroupConsumer {
       for (const [topic, parts] of Object.entries(e.payload.memberAssignment as Record<string, number[]>)) {
         for (const partition of parts) assigned.push({ topic, partition });
       }
+      // This join is the rejoin a migration asked for (maybe during the join itself).
+      this.#rejoin = false;
       const p = e.payload as { memberId: string; leaderId: string; isLeader: boolean };
       h.onAssignment(assigned, { memberId: p.memberId, leaderId: p.leaderId, isLeader: p.isLeader });
     });
+    c.on(c.events.END_BATCH_PROCESS, (e) => {
+      const b = e.payload as {
+        topic: string;
+        partition: number;
+        batchSize: number;
+        lastOffset: string;
+        highWatermark: string;
+      };
+      if (b.batchSize === 0) h.onSkipped?.(b.topic, b.partition, b.lastOffset, b.highWatermark);
+    });
     c.on(c.events.CRASH, (e) => {
       const err = e.payload.error as Error;
-      if (!e.payload.restart) h.onFatal(err);
+      // Another process joined with our instance id: rejoining would only fence it in turn.
+      if (isFencedInstance(err)) {
+        // The id is another process's now: never send it a LeaveGroup on the way out.
+        this.#fenced = true;
+        h.onFatal(fencedError(this.#opts, err));
+      } else if (!e.payload.restart) h.onFatal(err);
       else this.#logger.warn({ err }, 'consumer crashed, kafkajs restarts it');
     });
     await c.connect();
@@ -110,6 +157,7 @@ export class GroupConsumer {
           partition: p.batch.partition,
           records: p.batch.messages as InRecord[],
           highWatermark: p.batch.highWatermark,
+          fetchedTo: p.batch.lastOffset(),
           isStale: p.isStale,
           resolveOffset: p.resolveOffset,
           heartbeat: p.heartbeat,
@@ -144,8 +192,30 @@ export class GroupConsumer {
     this.#consumer.resume([{ topic, partitions }]);
   }
 
-  /** Leaves the group (its partitions go to the others at once). */
-  async stop(): Promise<void> {
+  /**
+   * Stops consuming. A dynamic member leaves the group (its partitions go to the others at once);
+   * a static one keeps its place until its session times out, so that a restart gets its
+   * partitions back without a rebalance, unless `leave` asks it to leave (scale-down).
+   */
+  async stop(opts: { leave?: boolean } = {}): Promise<void> {
+    this.#leaveOnStop = opts.leave === true && !this.#fenced;
+    if (this.#opts.groupInstanceId !== undefined)
+      this.#logger.info(
+        { groupInstanceId: this.#opts.groupInstanceId, leave: this.#leaveOnStop },
+        this.#fenced
+          ? 'fenced static member stopping: its group.instance.id is another worker’s now'
+          : this.#leaveOnStop
+            ? 'static member leaving the group: its tasks move to the other workers now'
+            : 'static member stopping without leaving the group: a restart within the session timeout gets its tasks back',
+      );
     await this.#consumer.disconnect();
   }
+}
+
+function fencedError(opts: GroupConsumerOptions, cause: Error): SluiceError {
+  return new SluiceError(
+    'SLUICE_FENCED_INSTANCE',
+    `another worker joined group ${opts.groupId} with this worker's group.instance.id ${opts.groupInstanceId}, and the coordinator fenced this one: give every worker its own kafka.groupInstanceId (or its own state.dir)`,
+    { cause },
+  );
 }

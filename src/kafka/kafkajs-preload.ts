@@ -1,8 +1,64 @@
 /**
  * What must be in place before kafkajs 2.2.4 loads: the fixed read_committed filter
- * (aborted-filter.ts) and the linear producer grouping (kafkajs-patch.ts). Every file of
+ * (aborted-filter.ts), the linear producer grouping (kafkajs-patch.ts) and static group
+ * membership (kafkajs-static.ts, last: it loads kafkajs's consumer and index). Every file of
  * src/kafka that imports kafkajs imports this first, so that whichever is evaluated first, kafkajs
- * loads patched.
+ * loads patched. {@link assertKafkajsPatched} (called by every KafkaClient) fails the worker at
+ * start when any of them did not install, or kafkajs is not the version they were written for.
  */
-import './aborted-filter.js';
-import './kafkajs-patch.js';
+import { createRequire } from 'node:module';
+import { SluiceError } from '../errors.js';
+import { abortedFilterInstalled } from './aborted-filter.js';
+import { kafkajsGroupingPatched } from './kafkajs-patch.js';
+import { staticMembershipInstalled, staticMembershipProblem } from './kafkajs-static.js';
+
+/** The one kafkajs version whose internals src/kafka patches (package.json pins it). */
+export const KAFKAJS_VERSION = '2.2.4';
+
+export interface KafkajsPatchStatus {
+  /** kafkajs's package.json version, as installed. */
+  version: string;
+  /** Each load-time change and whether it is in effect. */
+  patches: Record<string, boolean>;
+  /** Why a patch did not install, where known. */
+  problems?: readonly string[];
+}
+
+/** What is installed now. */
+export function kafkajsPatchStatus(): KafkajsPatchStatus {
+  const require = createRequire(import.meta.url);
+  let version: string;
+  try {
+    version = String(require('kafkajs/package.json').version);
+  } catch (e) {
+    version = `unreadable (${(e as Error).message})`;
+  }
+  return {
+    version,
+    patches: {
+      'producer grouping (kafkajs-patch.ts)': kafkajsGroupingPatched,
+      'read_committed aborted filter (aborted-filter.ts)': abortedFilterInstalled,
+      'static membership (kafkajs-static.ts)': staticMembershipInstalled,
+    },
+    problems: staticMembershipProblem === undefined ? [] : [`static membership: ${staticMembershipProblem}`],
+  };
+}
+
+/**
+ * Throws `SLUICE_KAFKAJS_UNPATCHED` unless kafkajs is exactly {@link KAFKAJS_VERSION} and every
+ * load-time change to it is installed: without them Sluice would run with kafkajs's quadratic
+ * producer grouping, its read_committed leak, or as a dynamic member where the operator expects
+ * static membership, and none of that would show until it hurts.
+ */
+export function assertKafkajsPatched(status: KafkajsPatchStatus = kafkajsPatchStatus()): void {
+  const wrong: string[] = [];
+  if (status.version !== KAFKAJS_VERSION)
+    wrong.push(`kafkajs ${status.version} is installed, Sluice needs exactly ${KAFKAJS_VERSION}`);
+  for (const [name, ok] of Object.entries(status.patches)) if (!ok) wrong.push(`${name} is not installed`);
+  if (wrong.length === 0) return;
+  const why = status.problems && status.problems.length > 0 ? ` (${status.problems.join('; ')})` : '';
+  throw new SluiceError(
+    'SLUICE_KAFKAJS_UNPATCHED',
+    `the Kafka client cannot be trusted: ${wrong.join('; ')}${why}. Install the pinned kafkajs (npm ci), and let Sluice load first: a program that imports 'kafkajs' itself must import 'sluice' before it (the \`sluice\` command does), so that Sluice patches kafkajs before kafkajs loads.`,
+  );
+}

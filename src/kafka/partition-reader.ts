@@ -20,7 +20,8 @@ const Batch = require('kafkajs/src/consumer/batch') as new (
 
 const READ_UNCOMMITTED = 0;
 const READ_COMMITTED = 1;
-const CREATE_CLUSTER = (kafka: Kafka) => {
+/** A kafkajs cluster of its own (connections, metadata), outside any producer, consumer or admin. */
+export const createKafkajsCluster = (kafka: Kafka) => {
   const sym = Object.getOwnPropertySymbols(kafka).find(
     (s) => s.description === 'private:Kafka:createCluster',
   );
@@ -70,7 +71,7 @@ export class PartitionReader {
   #connected = false;
 
   constructor(kafka: Kafka) {
-    this.#cluster = CREATE_CLUSTER(kafka);
+    this.#cluster = createKafkajsCluster(kafka);
   }
 
   async #connect(topic: string): Promise<void> {

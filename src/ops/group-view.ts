@@ -83,6 +83,23 @@ export class GroupView {
     return this.refresh();
   }
 
+  /**
+   * Waits (at most `timeoutMs`) for the first answer of the coordinator when none came yet, so a
+   * first /status read shows the group instead of the empty snapshot. Resolves at once once the
+   * group was read, or while asking makes no sense (not joined yet, stopping).
+   */
+  async firstRead(timeoutMs: number): Promise<void> {
+    if (this.#snap.at !== 0 || this.#closed || !this.#enabled()) return;
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      this.refresh(),
+      new Promise<void>((r) => {
+        timer = setTimeout(r, timeoutMs);
+      }),
+    ]);
+    clearTimeout(timer);
+  }
+
   /** Stops asking the coordinator (the worker stopped and closed its admin client). */
   close(): void {
     this.#closed = true;

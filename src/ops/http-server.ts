@@ -9,7 +9,7 @@ export interface Health {
   live(): boolean;
   /** Ready: member of the group, every owned task restored and processing. */
   ready(): { ready: boolean; reason?: string };
-  /** Status document for /status. */
+  /** Status document for /status (or a promise of it). */
   status?(): unknown;
 }
 
@@ -56,7 +56,7 @@ export async function startOpsServer(opts: {
             : send(res, 503, `not ready: ${r.reason ?? 'starting'}\n`);
         }
         case '/status':
-          return send(res, 200, JSON.stringify(health.status?.() ?? {}, null, 2), 'application/json');
+          return send(res, 200, JSON.stringify((await health.status?.()) ?? {}, null, 2), 'application/json');
       }
       for (const route of opts.routes ?? []) if (await route(req, res, url)) return;
       send(res, 404, 'not found\n');

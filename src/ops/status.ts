@@ -16,6 +16,8 @@ export interface StatusSource {
   readonly lag: ReadonlyMap<string, number>;
   readonly plan: ReadonlyMap<number, number>;
   readonly memberId: string | undefined;
+  /** KIP-345 group.instance.id (absent: a dynamic member). */
+  readonly groupInstanceId?: string | undefined;
   readonly clientId: string;
   readonly httpAddress: string | undefined;
   readonly group: GroupView;
@@ -61,7 +63,12 @@ export function buildStatus(w: StatusSource): Record<string, unknown> {
     state: w.state,
     guarantee: w.config.processing.guarantee,
     time: Date.now(),
-    worker: { memberId: w.memberId ?? null, clientId: w.clientId, http: w.httpAddress ?? null },
+    worker: {
+      memberId: w.memberId ?? null,
+      groupInstanceId: w.groupInstanceId ?? null,
+      clientId: w.clientId,
+      http: w.httpAddress ?? null,
+    },
     readiness: w.readiness(),
     group: {
       state: group.state,

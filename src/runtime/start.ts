@@ -8,6 +8,7 @@ import { type OpsServer, startOpsServer } from '../ops/http-server.js';
 import { createLogger, type Logger } from '../ops/logger.js';
 import { createRegistry } from '../ops/metrics.js';
 import { secretsOf } from '../ops/redact.js';
+import { claimGroupInstance } from './instance-id.js';
 import { openTaskState } from './restore.js';
 import { Worker } from './worker.js';
 
@@ -16,8 +17,13 @@ export interface RunningWorker {
   readonly http: OpsServer | undefined;
   readonly logger: Logger;
   readonly registry: Registry;
-  /** Graceful stop (checkpoint, leave the group, close the HTTP server). */
-  stop(): Promise<void>;
+  /** The KIP-345 group.instance.id this worker joined with (undefined: a dynamic member). */
+  readonly groupInstanceId: string | undefined;
+  /**
+   * Graceful stop (checkpoint, close the HTTP server). A static member stays in the group unless
+   * `leaveGroup` (default `kafka.leaveGroupOnClose`) says to leave it; a dynamic one always leaves.
+   */
+  stop(opts?: { leaveGroup?: boolean }): Promise<void>;
 }
 
 /**
@@ -33,6 +39,12 @@ export async function startWorker(
     opts.logger ??
     createLogger({ level: config.log.level, format: config.log.format, secrets: secretsOf(config) });
   const registry = opts.registry ?? createRegistry();
+  const instance = await claimGroupInstance(config, app.id, logger);
+  if (instance)
+    logger.info(
+      { groupInstanceId: instance.id, source: instance.source },
+      'static group member (KIP-345): a restart within kafka.sessionTimeoutMs keeps its tasks',
+    );
   let http: OpsServer | undefined;
   const worker = new Worker({
     app,
@@ -45,6 +57,8 @@ export async function startWorker(
       openTaskState(task, { ...ctx, config, appId: app.id, cacheBytes: worker.cacheShare() }),
     onFatal: opts.onFatal,
     httpAddress: () => (http ? advertisedUrl(config.http, http.port) : undefined),
+    groupInstanceId: instance?.id,
+    leaveGroupOnStop: config.kafka.leaveGroupOnClose || instance?.ephemeral === true,
   });
   if (config.http.enabled) {
     http = await startOpsServer({
@@ -56,7 +70,8 @@ export async function startWorker(
       health: {
         live: () => worker.liveness(),
         ready: () => worker.readiness(),
-        status: () => worker.status(),
+        // The first read waits (≤ 2 s) for the group's first DescribeGroups, not an empty group.
+        status: () => worker.group.firstRead(2000).then(() => worker.status()),
       },
       routes: workerRoutes(worker),
     });
@@ -69,6 +84,7 @@ export async function startWorker(
   } catch (e) {
     await http?.close();
     await worker.stop().catch(() => undefined);
+    instance?.release();
     throw e;
   }
   return {
@@ -76,9 +92,14 @@ export async function startWorker(
     http,
     logger,
     registry,
-    async stop() {
-      await worker.stop();
-      await http?.close();
+    groupInstanceId: instance?.id,
+    async stop(o = {}) {
+      try {
+        await worker.stop(o);
+        await http?.close();
+      } finally {
+        instance?.release();
+      }
     },
   };
 }

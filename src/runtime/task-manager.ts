@@ -12,6 +12,13 @@ import { Task, type TaskDeps } from './task.js';
 import type { TaskState } from './task-state.js';
 import { deadLetterTopic } from './topics.js';
 
+/**
+ * How long a rejoin waits for the checkpoints it starts. A checkpoint is one transaction (tens of
+ * milliseconds here); the bound only matters when the broker is slow or gone, and must stay well
+ * below the rebalance timeout (60 s), within which the group waits for this member to rejoin.
+ */
+const REJOIN_CHECKPOINT_MS = 10_000;
+
 /** Opens a task's state; supplied by the state module (restore.ts). */
 export type OpenState = (
   task: Task,
@@ -143,6 +150,23 @@ export class TaskManager {
     return this.#assigning;
   }
 
+  /**
+   * Waits (in a batch handler) until `task` can process or is gone, heartbeating every second so
+   * the group membership stays alive meanwhile; gives up as soon as `running()` turns false
+   * (kafkajs's disconnect waits for the handler).
+   */
+  async awaitReady(task: Task, heartbeat: () => Promise<void>, running: () => boolean): Promise<void> {
+    const ready = task.whenReady().then(
+      () => true,
+      () => false,
+    );
+    for (;;) {
+      const done = await Promise.race([ready, new Promise((r) => setTimeout(() => r('tick'), 1000))]);
+      if (done !== 'tick' || !running() || !this.owns(task)) return;
+      await heartbeat();
+    }
+  }
+
   /** Drops a task from this worker's books (it is closed by the caller). */
   #forget(t: Task): void {
     const { appId, metrics } = this.#d;
@@ -217,6 +241,27 @@ export class TaskManager {
       // last checkpoint is trusted. Rebuild the task from it, fencing again.
       task.reset(e).catch((e2) => this.retryTask(task, 1, e2));
     }
+  }
+
+  /**
+   * Before this member rejoins the group (eager rebalancing: any of its tasks may move), each
+   * running task takes a checkpoint, as Kafka Streams commits its tasks in onPartitionsRevoked.
+   * So a task handed to another member carries no uncommitted work there to be redone, and the
+   * new owner's fence finds no transaction of ours in flight. A zombie (its session expired
+   * while it was frozen) gets its checkpoints fenced here: those tasks close as migrated.
+   * Bounded: a checkpoint that takes longer than `REJOIN_CHECKPOINT_MS` is left to finish or
+   * be fenced, and the rejoin goes on.
+   */
+  async beforeRejoin(): Promise<void> {
+    const running = [...this.#tasks.values()].filter((t) => t.state === 'running' && t.hasPending);
+    if (running.length === 0) return;
+    const all = Promise.all(running.map((t) => this.checkpoint(t)));
+    let timer: NodeJS.Timeout | undefined;
+    const bound = new Promise<void>((r) => {
+      timer = setTimeout(r, REJOIN_CHECKPOINT_MS);
+    });
+    await Promise.race([all, bound]);
+    clearTimeout(timer);
   }
 
   /**

@@ -351,8 +351,8 @@ export class Task {
 
   async #reset(reason: unknown, before: Promise<void> | undefined): Promise<void> {
     await before?.catch(() => undefined);
-    // A checkpoint in flight ends first (closing the producer below would fail it anyway).
-    await this.idle();
+    // Not waiting for a checkpoint in flight: closing the producer below fails its transaction
+    // at once (it may be stuck in kafkajs's retries, e.g. on a deleted changelog).
     if (this.isClosed) return;
     this.logger.warn({ err: reason }, 'task resets to its last checkpoint');
     this.#progress.clear();

@@ -1,6 +1,7 @@
 import { TopologyError } from '../errors.js';
 import type { KafkaAdmin } from '../kafka/admin.js';
 import type { TopicSpec } from '../kafka/types.js';
+import { didYouMean } from '../suggest.js';
 import type { Topology } from '../topology/build.js';
 
 export function deadLetterTopic(appId: string): string {
@@ -45,8 +46,10 @@ export async function prepareTopics(
   const counts = await admin.partitionCounts([...inputs, ...outputs]);
   const missing = [...inputs, ...outputs].filter((t) => !counts.has(t));
   if (missing.length > 0) {
+    const existing = await admin.listTopics();
+    const named = missing.map((t) => `${t}${didYouMean(t, existing)}`);
     throw new TopologyError(
-      `topics missing on the cluster: ${missing.join(', ')}. Create them (npx sluice topics create ${missing.join(' ')} --partitions 4) or fix the job.`,
+      `topics missing on the cluster: ${named.join(', ')}. Create them (npx sluice topics create ${missing.join(' ')} --partitions 4) or fix the job.`,
     );
   }
   const plan: PartitionPlan = new Map();

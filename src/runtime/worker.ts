@@ -11,6 +11,7 @@ import { type MemberInfo, taskIdOf } from '../kafka/task-assigner.js';
 import { GroupView } from '../ops/group-view.js';
 import type { Logger } from '../ops/logger.js';
 import { createWorkerMetrics, initWorkerMetrics, type WorkerMetrics } from '../ops/metrics.js';
+import { joiningReason } from '../ops/readiness.js';
 import { buildStatus, type StatusSection } from '../ops/status.js';
 import { OverloadController } from '../overload/controller.js';
 import { validateOverload } from '../overload/validate.js';
@@ -18,6 +19,7 @@ import { StateIoError } from '../state/errors.js';
 import type { Topology } from '../topology/build.js';
 import { ChangelogWatch } from './changelog-watch.js';
 import { InputRateMeter } from './input-rate.js';
+import { retrying } from './retrying.js';
 import type { Task } from './task.js';
 import { type OpenState, TaskManager, type WorkerParts } from './task-manager.js';
 import { type PartitionPlan, prepareTopics } from './topics.js';
@@ -44,6 +46,9 @@ export interface WorkerOptions {
   onFatal?: (err: Error) => void;
   /** The HTTP address this worker advertises to the group (for routed state queries). */
   httpAddress?: () => string | undefined;
+  /** KIP-345 static membership (see instance-id.ts): the id, and whether stop() leaves the group. */
+  groupInstanceId?: string | undefined;
+  leaveGroupOnStop?: boolean;
 }
 
 export class Worker {
@@ -59,6 +64,7 @@ export class Worker {
   readonly #manager: TaskManager;
   #plan: PartitionPlan = new Map();
   #assignedOnce = false;
+  #joinSince = 0;
   #timer: NodeJS.Timeout | undefined;
   readonly #changelogs: ChangelogWatch;
   #members = new Map<string, MemberInfo>();
@@ -134,6 +140,11 @@ export class Worker {
     return this.#memberId;
   }
 
+  /** Its KIP-345 group.instance.id (undefined: a dynamic member). */
+  get groupInstanceId(): string | undefined {
+    return this.#opts.groupInstanceId;
+  }
+
   /** The HTTP address this worker advertises to the group. */
   get httpAddress(): string | undefined {
     return this.#opts.httpAddress?.();
@@ -182,7 +193,11 @@ export class Worker {
   /** Ready: in the group, with every owned task restored and running. */
   readiness(): { ready: boolean; reason?: string } {
     if (this.#state !== 'running') return { ready: false, reason: `worker ${this.#state}` };
-    if (!this.#assignedOnce) return { ready: false, reason: 'joining the group' };
+    if (!this.#assignedOnce)
+      return {
+        ready: false,
+        reason: joiningReason(Date.now() - this.#joinSince, this.config.kafka.sessionTimeoutMs),
+      };
     const restoring = [...this.#manager.tasks.values()].filter((t) => t.state !== 'running').map((t) => t.id);
     if (restoring.length > 0) return { ready: false, reason: `restoring ${restoring.join(', ')}` };
     return { ready: true };
@@ -224,7 +239,10 @@ export class Worker {
       onMembers: (m) => {
         this.#members = m;
       },
+      groupInstanceId: this.#opts.groupInstanceId,
+      beforeRejoin: () => this.#manager.beforeRejoin(),
     });
+    this.#joinSince = Date.now();
     await this.#consumer.start({
       onAssignment: (a, member) => {
         if (member) this.#memberId = member.memberId;
@@ -233,6 +251,9 @@ export class Worker {
         this.#manager.onAssignment(a);
       },
       onBatch: (b) => this.#onBatch(b),
+      onSkipped: (topic, partition, lastOffset, high) => {
+        if (this.#lag.has(`${topic}:${partition}`)) this.#setLag(topic, partition, high, lastOffset);
+      },
       onFatal: (e) => this.#fail(e),
     });
     const interval = Math.max(10, Math.floor(this.config.processing.commitIntervalMs / 2));
@@ -259,22 +280,9 @@ export class Worker {
     this.logger.info({ topics }, 'worker running');
   }
 
-  async #retrying<T>(
-    what: string,
-    fn: () => Promise<T>,
-    retriable: (e: unknown) => boolean = () => true,
-  ): Promise<T> {
-    let delay = 500;
-    for (let attempt = 1; ; attempt++) {
-      try {
-        return await fn();
-      } catch (e) {
-        if (!retriable(e) || this.#state === 'stopping' || this.#state === 'stopped') throw e;
-        this.logger.warn({ err: e, attempt, retryInMs: delay }, `cannot ${what} yet; retrying`);
-        await new Promise((r) => setTimeout(r, delay));
-        delay = Math.min(delay * 2, 10_000);
-      }
-    }
+  #retrying<T>(what: string, fn: () => Promise<T>, retriable?: (e: unknown) => boolean): Promise<T> {
+    const stopping = () => this.#state === 'stopping' || this.#state === 'stopped';
+    return retrying(this.logger, what, fn, { retriable, stopping });
   }
 
   async #onBatch(b: BatchContext): Promise<void> {
@@ -284,18 +292,8 @@ export class Worker {
     const task = this.#manager.tasks.get(taskIdOf(sub, b.partition));
     if (!task) return;
     if (task.state !== 'running') {
-      // Restoring: keep the group membership alive while we wait; the batch is fetched again later.
-      const ready = task.whenReady().then(
-        () => true,
-        () => false,
-      );
-      for (;;) {
-        const done = await Promise.race([ready, new Promise((r) => setTimeout(() => r('tick'), 1000))]);
-        // Never hold the consumer while stopping: kafkajs's disconnect waits for this handler.
-        if (done !== 'tick' || this.#state !== 'running' || !this.#manager.owns(task)) break;
-        await b.heartbeat();
-      }
-      return;
+      // Restoring: the batch is fetched again later. Never hold the consumer while stopping.
+      return this.#manager.awaitReady(task, b.heartbeat, () => this.#state === 'running');
     }
     await task.idle();
     if (b.isStale() || !this.#manager.owns(task) || task.state !== 'running') return;
@@ -306,15 +304,16 @@ export class Worker {
       return this.#taskFailed(task, e);
     }
     const last = b.records[b.records.length - 1];
-    if (last) {
-      const lag = Number(BigInt(b.highWatermark) - BigInt(last.offset) - 1n);
-      this.#lag.set(`${b.topic}:${b.partition}`, Math.max(0, lag));
-      this.metrics.lag.set(
-        { app: this.app.id, topic: b.topic, partition: String(b.partition) },
-        Math.max(0, lag),
-      );
-    }
+    // From the fetch's end, not the last record's: a trailing commit marker is no backlog.
+    if (last) this.#setLag(b.topic, b.partition, b.highWatermark, b.fetchedTo ?? last.offset);
     if (task.checkpointDue) await this.#manager.checkpoint(task);
+  }
+
+  /** Lag = high watermark − position, the position being one past `lastOffset` (records or markers). */
+  #setLag(topic: string, partition: number, high: string, lastOffset: string): void {
+    const lag = Math.max(0, Number(BigInt(high) - BigInt(lastOffset) - 1n));
+    this.#lag.set(`${topic}:${partition}`, lag);
+    this.metrics.lag.set({ app: this.app.id, topic, partition: String(partition) }, lag);
   }
 
   #checkpointDue(): void {
@@ -365,8 +364,11 @@ export class Worker {
     return this.#fatal;
   }
 
-  /** Graceful stop: checkpoint every task, leave the group, release everything. */
-  async stop(): Promise<void> {
+  /**
+   * Graceful stop: checkpoint every task, leave the group (a static member only with `leaveGroup`,
+   * default: when the worker failed, or the `leaveGroupOnStop` option), release everything.
+   */
+  async stop(opts: { leaveGroup?: boolean } = {}): Promise<void> {
     if (this.#state === 'stopped' || this.#state === 'stopping') return;
     const failed = this.#state === 'failed';
     this.#state = 'stopping';
@@ -376,7 +378,10 @@ export class Worker {
     this.group.close();
     this.#overload?.stop();
     await this.#manager.closeAll({ checkpoint: !failed });
-    await this.#consumer?.stop().catch((e) => this.logger.warn({ err: e }, 'leaving the group failed'));
+    await this.#consumer
+      // A failed worker leaves even as a static member, so that its tasks fail over (full disk).
+      ?.stop({ leave: opts.leaveGroup ?? (failed || this.#opts.leaveGroupOnStop === true) })
+      .catch((e) => this.logger.warn({ err: e }, 'leaving the group failed'));
     const plain = this.#plain;
     this.#plain = undefined;
     if (plain) await (await plain).close().catch(() => undefined);

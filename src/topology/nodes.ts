@@ -73,6 +73,12 @@ export interface GraphNode {
   readonly keySerde: Serde<any>;
   /** True when records leaving this node are partitioned by their key (keyed state is allowed). */
   readonly keyed: boolean;
+  /**
+   * Serde of the values leaving this node while they are still the source's (after filter, peek,
+   * shed, byKey): sinks and repartitions default to it, so bytes in are bytes out. Absent after an
+   * operator that makes new values (map, process, ...).
+   */
+  readonly valueSerde?: Serde<any> | undefined;
   /** This operator's error policy; the app's `processing.errorPolicy` when absent. */
   readonly onError?: ErrorPolicy | undefined;
 }
@@ -90,6 +96,7 @@ export class GraphBuilder {
       name?: string | undefined;
       keySerde: Serde<any>;
       keyed: boolean;
+      valueSerde?: Serde<any> | undefined;
       onError?: ErrorPolicy | undefined;
     },
   ): GraphNode {
@@ -115,6 +122,7 @@ export class GraphBuilder {
       children: [],
       keySerde: opts.keySerde,
       keyed: opts.keyed,
+      ...(opts.valueSerde !== undefined ? { valueSerde: opts.valueSerde } : {}),
       ...(opts.onError !== undefined ? { onError: opts.onError } : {}),
     };
     for (const p of parents) p.children.push(node);

@@ -40,6 +40,21 @@ export async function withAdmin<T>(fn: (a: Admin) => Promise<T>): Promise<T> {
 export async function createTopics(
   topics: Array<{ topic: string; partitions: number; config?: Record<string, string> }>,
 ): Promise<void> {
+  // kafkajs's wait for leaders retries LEADER_NOT_AVAILABLE only; a broker just started (or
+  // loaded) may not know a topic it has just created yet and answer UNKNOWN_TOPIC_OR_PARTITION.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await createTopicsOnce(topics);
+    } catch (e) {
+      if ((e as { type?: string }).type !== 'UNKNOWN_TOPIC_OR_PARTITION' || attempt >= 5) throw e;
+      await new Promise((r) => setTimeout(r, 500 * attempt));
+    }
+  }
+}
+
+async function createTopicsOnce(
+  topics: Array<{ topic: string; partitions: number; config?: Record<string, string> }>,
+): Promise<void> {
   await withAdmin((a) =>
     a.createTopics({
       waitForLeaders: true,
@@ -167,4 +182,22 @@ export async function jobTopics(prefix: string, partitions: number) {
     { topic: output, partitions },
   ]);
   return { id, input, output, env: { TEST_APP_ID: id, TEST_INPUT: input, TEST_OUTPUT: output } };
+}
+
+/**
+ * A read_committed reader that notes when each output record (by its input seq) arrived, so that
+ * a record's latency is measured where it happens, not by re-reading the topic.
+ */
+export async function arrivalClock(topic: string) {
+  const arrived = new Map<number, number>();
+  const c = testKafka().consumer({ groupId: uniqueName('clock'), maxWaitTimeInMs: 100 });
+  await c.connect();
+  await c.subscribe({ topic, fromBeginning: true });
+  await c.run({
+    eachBatch: async ({ batch }) => {
+      const now = Date.now();
+      for (const m of batch.messages) arrived.set(JSON.parse(m.value!.toString()).seq, now);
+    },
+  });
+  return { arrived, stop: () => c.disconnect() };
 }

@@ -20,7 +20,7 @@ test('a state read that fails should reset the task and reprocess its records, w
   app
     .stream(input, { key: string(), value: json<{ k: string; seq: number }>() })
     .byKey()
-    .process<{ k: string; n: number; seq: number }>(
+    .process(
       {
         state: { n: valueState<number>() },
         onRecord(r, ctx) {

@@ -107,8 +107,8 @@ test('mapState, listState and the DSL count, reduce and aggregate should give ex
 }, async (t) => {
   const { id, input, output, env } = await jobTopics('t-prims', PARTITIONS);
   const group = workerGroup(t, id);
-  const start = (name: string, stateDir: string) =>
-    group.add(spawnWorker('state-primitives', { name, stateDir, env }));
+  const start = (name: string, stateDir: string, args: string[] = []) =>
+    group.add(spawnWorker('state-primitives', { name, stateDir, env, args }));
   const step = group.step;
   // Two sub-topologies (source → repartition, repartition → state), one task per partition each.
   const TASKS = 2 * PARTITIONS;
@@ -151,7 +151,8 @@ test('mapState, listState and the DSL count, reduce and aggregate should give ex
 
   // (a) A clean restart: the local state is current, nothing replayed; results stay exact.
   assert.equal(await step('stop a1', () => w.kill('SIGTERM')), 0);
-  w = start('a2', stateA);
+  // a2 is stopped for good before b takes over: a static member leaves only when told to.
+  w = start('a2', stateA, ['--leave-group-on-stop']);
   await step('a2 running every task', () =>
     eventually(() => allTasksRunning(w, TASKS), { what: 'a2 running' }),
   );

@@ -223,8 +223,10 @@ test('a stale folder should be rebuilt when its changelog was recreated and grew
   const changelog = `${id}-sum-acc-changelog`;
   const stale = mkdtempSync(join(tmpdir(), 'sluice-stale-'));
   const live: WorkerProcess[] = [];
+  // Each worker here stops for good before another folder's worker takes over: as a static member
+  // it leaves the group on SIGTERM only when told to.
   const start = (name: string, stateDir?: string) => {
-    const w = spawnWorker('running-sum', { name, stateDir, env });
+    const w = spawnWorker('running-sum', { name, stateDir, env, args: ['--leave-group-on-stop'] });
     live.push(w);
     return w;
   };

@@ -15,8 +15,10 @@ import { spawnWorker, type WorkerProcess, workerGroup } from '../helpers/workers
  * console consumer (read_committed, not kafkajs), must hold every running sum exactly once, in
  * order, with exact values.
  *
- * Sized for CI (2 cores): TEST_ZOMBIE_PAUSES pauses (default 10) and TEST_ZOMBIE_RECORDS input
- * records (default 120k). bench/zombie-soak.ts runs it longer.
+ * Sized for CI (2 cores): TEST_ZOMBIE_PAUSES pauses (default 10), TEST_ZOMBIE_KILLS kills
+ * (default 2), TEST_ZOMBIE_RECORDS input records (default 120k), TEST_ZOMBIE_SEED (default 1234).
+ * The long run: `TEST_ZOMBIE_PAUSES=40 TEST_ZOMBIE_KILLS=8 TEST_ZOMBIE_RECORDS=480000
+ * node scripts/run-tests.mjs dist/test/integration/zombie.test.js`.
  */
 const PAUSES = Number(process.env.TEST_ZOMBIE_PAUSES ?? 10);
 const KILLS = Number(process.env.TEST_ZOMBIE_KILLS ?? 2);

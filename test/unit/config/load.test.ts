@@ -74,8 +74,22 @@ test('config should reject unknown keys in the file, env and flags together', ()
       const paths = e.problems.map((p) => p.path).sort();
       assert.deepEqual(paths, ['env SLUICE_NOPE', 'extra', 'flag --http.prot', 'processing.comitIntervalMs']);
       assert.ok(e.problems.every((p) => /unknown/.test(p.message)));
+      const said = Object.fromEntries(e.problems.map((p) => [p.path, p.message]));
+      assert.equal(said['processing.comitIntervalMs'], 'unknown key (did you mean "commitIntervalMs"?)');
+      assert.equal(said['flag --http.prot'], 'unknown setting (did you mean "http.port"?)');
+      assert.equal(said.extra, 'unknown key', 'nothing close to suggest');
+      assert.equal(said['env SLUICE_NOPE'], 'unknown setting');
       return true;
     },
+  );
+});
+
+test('config should suggest the env name a misspelt SLUICE_ variable was meant to be', () => {
+  assert.throws(
+    () => loadConfig({ env: { SLUICE_PROCESSING_GAURANTEE: 'at_least_once' } }),
+    (e: unknown) =>
+      e instanceof ConfigError &&
+      e.problems[0]!.message === 'unknown setting (did you mean "SLUICE_PROCESSING_GUARANTEE"?)',
   );
 });
 

@@ -77,7 +77,10 @@ test('config should reject unknown keys in the kafka.ssl, kafka.sasl and http se
   ]);
   assert.deepEqual(
     problemsOf(() => loadConfig({ env: { SLUICE_KAFKA_SASL_PASSWD: 'x', SLUICE_HTTP_TOKEN: 'y' } })).sort(),
-    ['env SLUICE_HTTP_TOKEN: unknown setting', 'env SLUICE_KAFKA_SASL_PASSWD: unknown setting'],
+    [
+      'env SLUICE_HTTP_TOKEN: unknown setting',
+      'env SLUICE_KAFKA_SASL_PASSWD: unknown setting (did you mean "SLUICE_KAFKA_SASL_PASSWORD"?)',
+    ],
   );
 });
 

@@ -1,7 +1,11 @@
 import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
 import { test } from 'node:test';
-import { abortedFilterInstalled, filterAbortedMessages } from '../../../src/kafka/aborted-filter.js';
+import {
+  abortedFilterInstalled,
+  filterAbortedMessages,
+  isAbortMarker,
+} from '../../../src/kafka/aborted-filter.js';
 import '../../../src/kafka/client.js';
 
 const require = createRequire(import.meta.url);
@@ -71,4 +75,34 @@ test("kafkajs's consumer batches should use the fixed filter once src/kafka is l
   const Batch = require('kafkajs/src/consumer/batch.js');
   const b = new Batch('t', '8', { partition: 0, highWatermark: '18', messages, abortedTransactions });
   assert.deepEqual(kept(b.messages), [8, 12, 17]);
+});
+
+test('a data record whose key is 00 00 00 00 should not end an aborted transaction', () => {
+  const lookalike = { ...rec(11, '259'), key: Buffer.from([0, 0, 0, 0]), isControlRecord: false };
+  const ms = [rec(10, '259'), lookalike, rec(12, '259'), rec(13, '259', ABORT), rec(14, '259')];
+  const got = filterAbortedMessages({
+    messages: ms,
+    abortedTransactions: [{ producerId: '259', firstOffset: '10' }],
+  });
+  assert.deepEqual(kept(got), [14], 'records 10–12 belong to the aborted transaction');
+  assert.equal(isAbortMarker(lookalike), false);
+});
+
+test('an abort marker should be known by the control bit and the type field of its key', () => {
+  const ctx = (isControlBatch: boolean) => ({ producerId: '1', inTransaction: true, isControlBatch });
+  const marker = (key: Buffer, control: boolean) => ({
+    key,
+    isControlRecord: control,
+    batchContext: ctx(control),
+  });
+  assert.equal(isAbortMarker(marker(ABORT, true)), true);
+  assert.equal(
+    isAbortMarker(marker(Buffer.from([0, 1, 0, 0]), true)),
+    true,
+    'a later key version, type ABORT',
+  );
+  assert.equal(isAbortMarker(marker(COMMIT, true)), false);
+  assert.equal(isAbortMarker(marker(ABORT, false)), false);
+  // kafkajs copies the batch's control bit to each record; the batch context alone is enough too.
+  assert.equal(isAbortMarker({ key: ABORT, batchContext: ctx(true) }), true);
 });

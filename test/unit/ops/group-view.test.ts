@@ -121,3 +121,36 @@ test('GroupView should not ask the coordinator before it is enabled (the worker 
   assert.equal((await view.get()).state, 'Stable');
   assert.equal(calls, 1);
 });
+
+test('GroupView.firstRead should wait for the first answer (bounded), and not at all once read', async () => {
+  let release: () => void = () => undefined;
+  const gate = new Promise<void>((r) => {
+    release = r;
+  });
+  const admin = {
+    describeGroupMembers: async () => {
+      await gate;
+      return description();
+    },
+  } as unknown as KafkaAdmin;
+  const view = new GroupView(async () => admin, 'g', layout);
+  assert.equal(view.current.members.length, 0, 'before any answer: the empty snapshot');
+  const t0 = Date.now();
+  await view.firstRead(50);
+  assert.ok(Date.now() - t0 < 1000, 'bounded by its timeout');
+  assert.equal(view.current.members.length, 0, 'no answer yet');
+  setTimeout(release, 20);
+  await view.firstRead(5000);
+  assert.equal(view.current.members.length, 2, 'the first read is in');
+  const t1 = Date.now();
+  await view.firstRead(5000);
+  assert.ok(Date.now() - t1 < 50, 'once read, no wait');
+  const off = new GroupView(
+    async () => admin,
+    'g',
+    layout,
+    () => false,
+  );
+  await off.firstRead(5000);
+  assert.equal(off.current.state, 'unknown', 'not joined: nothing asked, no wait');
+});

@@ -28,6 +28,7 @@ function source(sections: Map<string, StatusSection>): StatusSource {
       [1, 2],
     ]),
     memberId: 'm-1',
+    groupInstanceId: 'pod-1',
     clientId: 'c-1',
     httpAddress: 'http://h:1',
     group: {
@@ -56,7 +57,12 @@ test('buildStatus should describe the worker, the group, the operators and the p
   ]);
   const s = buildStatus(source(sections)) as any;
   assert.equal(s.app, 's');
-  assert.deepEqual(s.worker, { memberId: 'm-1', clientId: 'c-1', http: 'http://h:1' });
+  assert.deepEqual(s.worker, {
+    memberId: 'm-1',
+    groupInstanceId: 'pod-1',
+    clientId: 'c-1',
+    http: 'http://h:1',
+  });
   assert.equal(s.group.members[0].self, true);
   assert.deepEqual(s.partitions, { 0: 2, 1: 2 });
   assert.deepEqual(s.operators[0], { id: 0, name: 'source-0', kind: 'source', subtopology: 0, records: 7 });

@@ -13,7 +13,7 @@ test('get() should return a copy: a change without set() changes neither the sta
   app
     .stream('in', { key: string(), value: json<{ op: string }>() })
     .byKey()
-    .process<unknown>(
+    .process(
       {
         state: { v: valueState<S>(), m: mapState<string, S>(), l: listState<S>() },
         onRecord({ op }, ctx) {

@@ -123,7 +123,7 @@ test('a state read that fails (StateIoError) should fail the batch, not become a
   app
     .stream('in', { key: string(), value: json<unknown>() })
     .byKey()
-    .process<number>(
+    .process(
       {
         state: { n: valueState<number>() },
         onRecord(_v, ctx) {

@@ -7,13 +7,16 @@ import type { TopicSpec } from '../../../src/kafka/types.js';
 import { prepareTopics } from '../../../src/runtime/topics.js';
 
 /**
- * A KafkaAdmin that knows only `partitionCounts` and `ensureTopics`, the two calls prepareTopics
- * makes: `topics` is the cluster (name → partition count), and every created topic is recorded.
+ * A KafkaAdmin that knows only `partitionCounts`, `ensureTopics` and `listTopics` (for the
+ * suggestions of a missing topic), the calls prepareTopics makes: `topics` is the cluster (name → partition count), and every created topic is recorded.
  */
 function fakeAdmin(topics: Record<string, number>) {
   const cluster = new Map(Object.entries(topics));
   const created: TopicSpec[] = [];
   const admin = {
+    async listTopics() {
+      return [...cluster.keys()];
+    },
     async partitionCounts(names: readonly string[]) {
       const out = new Map<string, number>();
       for (const n of names) if (cluster.has(n)) out.set(n, cluster.get(n)!);
@@ -102,4 +105,9 @@ test('prepareTopics should name the missing topics and the command that creates 
     /missing on the cluster: orders, counts\. .*npx sluice topics create orders counts/,
   );
   assert.equal(created.length + none.created.length, 0);
+  const typo = fakeAdmin({ oders: 4, counts: 2 });
+  await assert.rejects(
+    prepareTopics(typo.admin, shop()),
+    /missing on the cluster: orders \(did you mean "oders"\?\)\. .*topics create orders /,
+  );
 });

@@ -1,0 +1,333 @@
+/**
+ * Static group membership (KIP-345) for kafkajs 2.2.4, installed before kafkajs loads.
+ *
+ * kafkajs's protocol layer already has JoinGroup v5, SyncGroup v3, Heartbeat v3 and LeaveGroup
+ * v3, which carry `group.instance.id`, and negotiates them with Kafka ≥ 2.3 (its lookup takes the
+ * highest version both sides implement); but its Broker methods and its ConsumerGroup never pass
+ * the id, so every kafkajs consumer is a dynamic member: a restart joins as a new member and
+ * costs a rebalance, and a stop always leaves the group. This module changes, at load time:
+ *
+ * - `Broker.prototype.joinGroup/syncGroup/heartbeat/leaveGroup`: take `groupInstanceId` and pass
+ *   it to the request; `leaveGroup` also takes `members` (LeaveGroup v3's batch, for removing
+ *   another process's static member: `{ memberId: '', groupInstanceId }`). A static member on a
+ *   broker without JoinGroup v5 fails instead of silently joining as a dynamic one. OffsetCommit
+ *   is left alone: kafkajs implements it up to v5, and `group.instance.id` came with v7; the
+ *   coordinator checks member id and generation, which is enough (exactly-once commits go
+ *   through TxnOffsetCommit anyway).
+ * - `kafka.consumer({ groupInstanceId, leaveGroupOnStop })` (see the `ConsumerConfig` augmentation
+ *   below): kafkajs's `Kafka#consumer` and its consumer factory drop unknown options, so the
+ *   patched `Kafka#consumer` hands them over, keyed by the consumer's own cluster object, to
+ *   the ConsumerGroup that `run()` creates later.
+ * - ConsumerGroup (a subclass replaces kafkajs's export): JoinGroup, SyncGroup and Heartbeat carry
+ *   the instance id; a static member's `leave()` sends no LeaveGroup unless `leaveGroupOnStop()`
+ *   says so, as the Java consumer does, so a restart within the session timeout gets its
+ *   partitions back without a rebalance.
+ *
+ * Load order matters: kafkajs's consumer factory binds ConsumerGroup when it loads, and kafkajs's
+ * index binds the consumer factory; kafkajs-preload.ts imports this module after the two other
+ * patches. {@link staticMembershipInstalled} says whether it worked (checked by
+ * `assertKafkajsPatched` when a KafkaClient is made).
+ */
+import { createRequire } from 'node:module';
+
+declare module 'kafkajs' {
+  interface ConsumerConfig {
+    /** KIP-345 `group.instance.id` (installed by src/kafka/kafkajs-static.ts); absent: a dynamic member. */
+    groupInstanceId?: string;
+    /** Asked when the consumer stops: should a static member leave the group (hand its partitions over now)? */
+    leaveGroupOnStop?: () => boolean;
+    /**
+     * Awaited before every JoinGroup (installed by src/kafka/kafkajs-static.ts): the eager
+     * protocol's "partitions revoked" moment, as the Java consumer's onPartitionsRevoked before
+     * it rejoins. kafkajs has no such callback.
+     */
+    beforeJoin?: () => Promise<void>;
+  }
+}
+
+const require = createRequire(import.meta.url);
+
+/** The error kafkajs raises when another process joined with this member's instance id. */
+export const FENCED_INSTANCE_ID = 'FENCED_INSTANCE_ID';
+
+/** JoinGroup's first version with `group_instance_id`. */
+const STATIC_JOIN_VERSION = 5;
+/** LeaveGroup's first version that takes a batch of members by instance id. */
+const BATCH_LEAVE_VERSION = 3;
+
+interface MemberSettings {
+  groupInstanceId: string | null;
+  leaveGroupOnStop: () => boolean;
+  beforeJoin: (() => Promise<void>) | undefined;
+}
+
+/** Per kafkajs consumer (its cluster object, made by `Kafka#consumer` for that consumer alone). */
+const settingsByCluster = new WeakMap<object, MemberSettings>();
+/** Set while `Kafka#consumer` runs (synchronously) until its consumer factory takes it. */
+let pending: MemberSettings | undefined;
+
+const symbolOf = (o: object, description: string): symbol => {
+  const s = Object.getOwnPropertySymbols(o).find((x) => x.description === description);
+  if (s === undefined) throw new Error(`kafkajs internals changed: no ${description}`);
+  return s;
+};
+
+/** The version kafkajs's lookup picks: the highest both kafkajs and the broker implement. */
+function negotiated(broker: any, apiKey: number, definition: { versions: string[] }): number {
+  const max = broker.versions?.[apiKey]?.maxVersion;
+  if (max == null) return -1;
+  return Math.min(Math.max(...definition.versions.map(Number)), max);
+}
+
+function patchBroker(): void {
+  const Broker = require('kafkajs/src/broker/index.js');
+  const { requests } = require('kafkajs/src/protocol/requests/index.js');
+  const apiKeys = require('kafkajs/src/protocol/requests/apiKeys.js');
+  const { KafkaJSNonRetriableError } = require('kafkajs/src/errors.js');
+  const { failure, createErrorFromCode } = require('kafkajs/src/protocol/error.js');
+  const leaveV3 = require('kafkajs/src/protocol/requests/leaveGroup/v3/request.js');
+  const leaveV3Response = require('kafkajs/src/protocol/requests/leaveGroup/v3/response.js');
+  const SEND = symbolOf(Broker.prototype, 'private:Broker:sendRequest');
+  const p = Broker.prototype;
+
+  p.joinGroup = async function joinGroup(
+    this: any,
+    {
+      groupId,
+      sessionTimeout,
+      rebalanceTimeout,
+      memberId = '',
+      groupInstanceId = null,
+      protocolType = 'consumer',
+      groupProtocols,
+    }: any,
+  ) {
+    if (groupInstanceId != null) {
+      const v = negotiated(this, apiKeys.JoinGroup, requests.JoinGroup);
+      if (v < STATIC_JOIN_VERSION)
+        throw new KafkaJSNonRetriableError(
+          `static membership (group.instance.id ${groupInstanceId}) needs JoinGroup v${STATIC_JOIN_VERSION} (Kafka ≥ 2.3); broker ${this.brokerAddress} offers v${v}`,
+        );
+    }
+    const joinGroup = this.lookupRequest(apiKeys.JoinGroup, requests.JoinGroup);
+    const makeRequest = (assignedMemberId = memberId) =>
+      this[SEND](
+        joinGroup({
+          groupId,
+          sessionTimeout,
+          rebalanceTimeout,
+          memberId: assignedMemberId,
+          groupInstanceId,
+          protocolType,
+          groupProtocols,
+        }),
+      );
+    try {
+      return await makeRequest();
+    } catch (error) {
+      if ((error as Error).name === 'KafkaJSMemberIdRequired') return makeRequest((error as any).memberId);
+      throw error;
+    }
+  };
+
+  p.syncGroup = async function syncGroup(
+    this: any,
+    { groupId, generationId, memberId, groupInstanceId = null, groupAssignment }: any,
+  ) {
+    const syncGroup = this.lookupRequest(apiKeys.SyncGroup, requests.SyncGroup);
+    return this[SEND](syncGroup({ groupId, generationId, memberId, groupInstanceId, groupAssignment }));
+  };
+
+  p.heartbeat = async function heartbeat(
+    this: any,
+    { groupId, groupGenerationId, memberId, groupInstanceId = null }: any,
+  ) {
+    const heartbeat = this.lookupRequest(apiKeys.Heartbeat, requests.Heartbeat);
+    return this[SEND](heartbeat({ groupId, groupGenerationId, memberId, groupInstanceId }));
+  };
+
+  /**
+   * With `members` (LeaveGroup v3): removes those members, each named by member id or, with
+   * member id `''`, by instance id; answers every member with its own error code instead of
+   * throwing on the first (kafkajs's v3 parser throws).
+   */
+  p.leaveGroup = async function leaveGroup(
+    this: any,
+    { groupId, memberId, groupInstanceId = null, members }: any,
+  ) {
+    if (members === undefined) {
+      const leaveGroup = this.lookupRequest(apiKeys.LeaveGroup, requests.LeaveGroup);
+      return this[SEND](leaveGroup({ groupId, memberId, groupInstanceId }));
+    }
+    const v = negotiated(this, apiKeys.LeaveGroup, requests.LeaveGroup);
+    if (v < BATCH_LEAVE_VERSION)
+      throw new KafkaJSNonRetriableError(
+        `removing members by group.instance.id needs LeaveGroup v${BATCH_LEAVE_VERSION} (Kafka ≥ 2.4); broker ${this.brokerAddress} offers v${v}`,
+      );
+    return this[SEND]({
+      request: leaveV3({ groupId, members }),
+      response: {
+        decode: leaveV3Response.decode,
+        parse: async (data: any) => {
+          if (failure(data.errorCode)) throw createErrorFromCode(data.errorCode);
+          return data;
+        },
+      },
+    });
+  };
+}
+
+function patchConsumerGroup(): any {
+  const path = require.resolve('kafkajs/src/consumer/consumerGroup.js');
+  const ConsumerGroup = require(path);
+  const sharedPromiseTo = require('kafkajs/src/utils/sharedPromiseTo.js');
+  const {
+    events: { HEARTBEAT },
+  } = require('kafkajs/src/consumer/instrumentationEvents.js');
+  const JOIN = symbolOf(ConsumerGroup.prototype, 'private:ConsumerGroup:join');
+  const SYNC = symbolOf(ConsumerGroup.prototype, 'private:ConsumerGroup:sync');
+
+  class StaticConsumerGroup extends ConsumerGroup {
+    declare groupInstanceId: string | null;
+    declare leaveGroupOnStop: () => boolean;
+    declare beforeJoin: (() => Promise<void>) | undefined;
+
+    constructor(options: any) {
+      super(options);
+      const s = settingsByCluster.get(options.cluster);
+      this.groupInstanceId = s?.groupInstanceId ?? null;
+      this.leaveGroupOnStop = s?.leaveGroupOnStop ?? (() => true);
+      this.beforeJoin = s?.beforeJoin;
+      // kafkajs's heartbeat, with the instance id (it is a closure made by the constructor).
+      const self = this as any;
+      self[symbolOf(this, 'private:ConsumerGroup:sharedHeartbeat')] = sharedPromiseTo(
+        async ({ interval }: { interval: number }) => {
+          const { groupId, generationId, memberId, groupInstanceId } = self;
+          if (memberId && Date.now() >= self.lastRequest + interval) {
+            const payload = { groupId, memberId, groupGenerationId: generationId, groupInstanceId };
+            await self.coordinator.heartbeat(payload);
+            self.instrumentationEmitter.emit(HEARTBEAT, payload);
+            self.lastRequest = Date.now();
+          }
+        },
+      );
+    }
+
+    /** kafkajs's join, with the instance id, after the `beforeJoin` hook. */
+    async [JOIN](this: any): Promise<void> {
+      // Eager rebalancing: what this member owns is about to be reassigned; let it commit first.
+      if (this.beforeJoin) await this.beforeJoin();
+      const { groupId, sessionTimeout, rebalanceTimeout, groupInstanceId } = this;
+      this.coordinator = await this.cluster.findGroupCoordinator({ groupId });
+      const groupData = await this.coordinator.joinGroup({
+        groupId,
+        sessionTimeout,
+        rebalanceTimeout,
+        memberId: this.memberId || '',
+        groupInstanceId,
+        groupProtocols: this.assigners.map((assigner: any) =>
+          assigner.protocol({ topics: this.topicsSubscribed }),
+        ),
+      });
+      this.generationId = groupData.generationId;
+      this.leaderId = groupData.leaderId;
+      this.memberId = groupData.memberId;
+      this.members = groupData.members;
+      this.groupProtocol = groupData.groupProtocol;
+    }
+
+    /**
+     * kafkajs's sync calls `this.coordinator.syncGroup(...)` once, deep in a long method: for its
+     * duration the coordinator (a broker of this consumer's own cluster, which only this group
+     * asks to sync) gets a syncGroup that adds the instance id.
+     */
+    async [SYNC](this: any): Promise<void> {
+      const coordinator = this.coordinator;
+      const groupInstanceId = this.groupInstanceId;
+      const own = Object.hasOwn(coordinator, 'syncGroup');
+      const previous = coordinator.syncGroup;
+      coordinator.syncGroup = (args: object) => previous.call(coordinator, { ...args, groupInstanceId });
+      try {
+        await (ConsumerGroup.prototype[SYNC] as () => Promise<void>).call(this);
+      } finally {
+        if (own) coordinator.syncGroup = previous;
+        else delete coordinator.syncGroup;
+      }
+    }
+
+    /** A static member stays in the group when it stops, unless asked to leave (scale-down). */
+    async leave(this: any): Promise<void> {
+      const { groupId, memberId, groupInstanceId } = this;
+      if (!memberId) return;
+      if (groupInstanceId === null || this.leaveGroupOnStop())
+        await this.coordinator.leaveGroup({ groupId, memberId, groupInstanceId });
+      this.memberId = null;
+    }
+  }
+
+  const mod = require.cache[path]!;
+  mod.exports = StaticConsumerGroup;
+  return StaticConsumerGroup;
+}
+
+function patchConsumerFactory(): (args: any) => unknown {
+  const path = require.resolve('kafkajs/src/consumer/index.js');
+  const original = require(path);
+  const createConsumer = (args: any) => {
+    if (pending !== undefined) settingsByCluster.set(args.cluster, pending);
+    pending = undefined;
+    return original(args);
+  };
+  require.cache[path]!.exports = createConsumer;
+  return createConsumer;
+}
+
+function patchClient(): void {
+  const Client = require('kafkajs/src/index.js');
+  const original = Client.prototype.consumer;
+  Client.prototype.consumer = function consumer(this: unknown, config: any = {}) {
+    const id = config.groupInstanceId;
+    if (id !== undefined && (typeof id !== 'string' || id.length === 0))
+      throw new TypeError('groupInstanceId must be a non-empty string');
+    pending = {
+      groupInstanceId: id ?? null,
+      leaveGroupOnStop: config.leaveGroupOnStop ?? (() => false),
+      beforeJoin: config.beforeJoin,
+    };
+    try {
+      return original.call(this, config);
+    } finally {
+      pending = undefined;
+    }
+  };
+}
+
+/** Why the patch did not install, or undefined when it did. */
+export const staticMembershipProblem: string | undefined = (() => {
+  const loaded = (m: string) => require.cache[require.resolve(m)] !== undefined;
+  try {
+    // Each of these binds the next one's export when it loads: they must not be loaded yet.
+    if (loaded('kafkajs/src/consumer/index.js')) return 'kafkajs consumer loaded before the patch';
+    if (loaded('kafkajs/src/index.js')) return 'kafkajs loaded before the patch';
+    patchBroker();
+    const Group = patchConsumerGroup();
+    const factory = patchConsumerFactory();
+    patchClient();
+    const check = require('kafkajs/src/consumer/index.js') === factory;
+    return check && require('kafkajs/src/consumer/consumerGroup.js') === Group
+      ? undefined
+      : 'kafkajs modules did not take the patched exports';
+  } catch (e) {
+    return `patch failed: ${(e as Error).message}`;
+  }
+})();
+
+/** True when kafkajs's consumers and brokers support `groupInstanceId` (see the module comment). */
+export const staticMembershipInstalled: boolean = staticMembershipProblem === undefined;
+
+/** Whether `e` (or an error it wraps) says another process took over this member's instance id. */
+export function isFencedInstance(e: unknown): boolean {
+  for (let x: any = e, depth = 0; x != null && depth < 10; x = x.cause ?? x.originalError, depth++)
+    if (x.type === FENCED_INSTANCE_ID) return true;
+  return false;
+}

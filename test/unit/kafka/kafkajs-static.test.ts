@@ -1,0 +1,261 @@
+import assert from 'node:assert/strict';
+import { createRequire } from 'node:module';
+import { test } from 'node:test';
+import { SluiceError } from '../../../src/errors.js';
+import '../../../src/kafka/client.js';
+import {
+  assertKafkajsPatched,
+  KAFKAJS_VERSION,
+  kafkajsPatchStatus,
+} from '../../../src/kafka/kafkajs-preload.js';
+import { isFencedInstance, staticMembershipInstalled } from '../../../src/kafka/kafkajs-static.js';
+
+const require = createRequire(import.meta.url);
+const Broker = require('kafkajs/src/broker/index.js');
+const { lookup } = require('kafkajs/src/protocol/requests/index.js');
+const apiKeys = require('kafkajs/src/protocol/requests/apiKeys.js');
+const SEND = Object.getOwnPropertySymbols(Broker.prototype).find(
+  (s) => s.description === 'private:Broker:sendRequest',
+)!;
+
+/** A kafkajs Broker without a connection: it records the requests it would send. */
+function fakeBroker(maxVersions: Record<string, number>) {
+  const versions: Record<number, { minVersion: number; maxVersion: number }> = {};
+  for (const [name, max] of Object.entries(maxVersions))
+    versions[apiKeys[name]] = { minVersion: 0, maxVersion: max };
+  const sent: Array<{ apiName: string; apiVersion: number; bytes: Buffer }> = [];
+  const b = Object.create(Broker.prototype);
+  b.versions = versions;
+  b.brokerAddress = 'fake:9092';
+  b.lookupRequest = lookup(versions);
+  b[SEND] = async ({ request }: any) => {
+    sent.push({
+      apiName: request.apiName,
+      apiVersion: request.apiVersion,
+      bytes: (await request.encode()).buffer,
+    });
+    return { members: [] };
+  };
+  return { b, sent };
+}
+
+/** Kafka 4.x's maximum versions of the group APIs (above what kafkajs implements). */
+const KAFKA_4 = { JoinGroup: 9, SyncGroup: 5, Heartbeat: 4, LeaveGroup: 5 };
+
+test('every kafkajs patch should be installed, on kafkajs 2.2.4', () => {
+  assert.equal(staticMembershipInstalled, true);
+  const status = kafkajsPatchStatus();
+  assert.equal(status.version, KAFKAJS_VERSION);
+  assert.ok(Object.values(status.patches).every(Boolean), JSON.stringify(status));
+  assertKafkajsPatched();
+});
+
+test('a patch not installed, or another kafkajs version, should fail with SLUICE_KAFKAJS_UNPATCHED', () => {
+  const ok = kafkajsPatchStatus();
+  const fails = (s: typeof ok, re: RegExp) =>
+    assert.throws(
+      () => assertKafkajsPatched(s),
+      (e: unknown) => e instanceof SluiceError && e.code === 'SLUICE_KAFKAJS_UNPATCHED' && re.test(e.message),
+    );
+  fails(
+    { ...ok, patches: { ...ok.patches, 'static membership (kafkajs-static.ts)': false } },
+    /static membership \(kafkajs-static\.ts\) is not installed/,
+  );
+  fails({ ...ok, version: '2.2.5' }, /kafkajs 2\.2\.5 is installed, Sluice needs exactly 2\.2\.4/);
+  fails(
+    { version: '2.3.0', patches: { a: false, b: true }, problems: ['a: loaded too early'] },
+    /2\.3\.0 .*; a is not installed \(a: loaded too early\)/,
+  );
+});
+
+test('the group requests should carry group.instance.id, in the versions that have it', async () => {
+  const { b, sent } = fakeBroker(KAFKA_4);
+  const id = 'pod-7';
+  await b.joinGroup({
+    groupId: 'g',
+    sessionTimeout: 30000,
+    rebalanceTimeout: 60000,
+    groupInstanceId: id,
+    groupProtocols: [{ name: 'x', metadata: Buffer.alloc(0) }],
+  });
+  await b.syncGroup({
+    groupId: 'g',
+    generationId: 1,
+    memberId: 'm',
+    groupInstanceId: id,
+    groupAssignment: [],
+  });
+  await b.heartbeat({ groupId: 'g', groupGenerationId: 1, memberId: 'm', groupInstanceId: id });
+  await b.leaveGroup({ groupId: 'g', memberId: 'm', groupInstanceId: id });
+  await b.leaveGroup({ groupId: 'g', members: [{ memberId: '', groupInstanceId: id }] });
+  assert.deepEqual(
+    sent.map((r) => `${r.apiName} v${r.apiVersion}`),
+    ['JoinGroup v5', 'SyncGroup v3', 'Heartbeat v3', 'LeaveGroup v3', 'LeaveGroup v3'],
+  );
+  const idBytes = Buffer.concat([Buffer.from([0, id.length]), Buffer.from(id)]);
+  for (const r of sent) assert.ok(r.bytes.includes(idBytes), `${r.apiName} carries the instance id`);
+  // A dynamic member sends a null instance id (length -1).
+  const dyn = fakeBroker(KAFKA_4);
+  await dyn.b.heartbeat({ groupId: 'g', groupGenerationId: 1, memberId: 'm' });
+  assert.ok(dyn.sent[0]!.bytes.subarray(-2).equals(Buffer.from([0xff, 0xff])));
+});
+
+test('a static member on a broker without JoinGroup v5 should fail rather than join as a dynamic one', async () => {
+  const { b, sent } = fakeBroker({ ...KAFKA_4, JoinGroup: 4, LeaveGroup: 2 });
+  await assert.rejects(
+    b.joinGroup({
+      groupId: 'g',
+      sessionTimeout: 1,
+      rebalanceTimeout: 1,
+      groupInstanceId: 'i',
+      groupProtocols: [],
+    }),
+    /needs JoinGroup v5/,
+  );
+  await assert.rejects(
+    b.leaveGroup({ groupId: 'g', members: [{ memberId: '', groupInstanceId: 'i' }] }),
+    /needs LeaveGroup v3/,
+  );
+  assert.equal(sent.length, 0);
+});
+
+test('FENCED_INSTANCE_ID should be recognized however kafkajs wrapped it', () => {
+  const fenced = Object.assign(new Error('fenced'), { type: 'FENCED_INSTANCE_ID' });
+  assert.equal(isFencedInstance(fenced), true);
+  assert.equal(
+    isFencedInstance(new Error('retries exceeded', { cause: new Error('x', { cause: fenced }) })),
+    true,
+  );
+  assert.equal(isFencedInstance(Object.assign(new Error('x'), { originalError: fenced })), true);
+  assert.equal(isFencedInstance(Object.assign(new Error('x'), { type: 'UNKNOWN_MEMBER_ID' })), false);
+  assert.equal(isFencedInstance(undefined), false);
+});
+
+/**
+ * A ConsumerGroup as kafkajs's consumer makes it in run(), for a consumer made with
+ * `kafka.consumer({ groupInstanceId, leaveGroupOnStop })`, talking to a recording coordinator.
+ */
+function staticGroup(
+  groupInstanceId: string | undefined,
+  leave: () => boolean,
+  beforeJoin?: () => Promise<void>,
+) {
+  const { Kafka, logLevel } = require('kafkajs');
+  const kafka = new Kafka({ brokers: ['127.0.0.1:1'], logLevel: logLevel.NOTHING });
+  const CREATE = Object.getOwnPropertySymbols(kafka).find(
+    (s) => s.description === 'private:Kafka:createCluster',
+  )!;
+  let cluster: any;
+  const create = kafka[CREATE];
+  kafka[CREATE] = (o: unknown) => (cluster = create.call(kafka, o));
+  const calls: Array<[string, any]> = [];
+  kafka.consumer({ groupId: 'g', groupInstanceId, leaveGroupOnStop: leave, beforeJoin });
+  const { MemberAssignment } = require('kafkajs/src/consumer/assignerProtocol.js');
+  // A Broker's methods live on its prototype, as here.
+  const coordinator = Object.create({
+    joinGroup: async (a: any) => {
+      calls.push(['joinGroup', a]);
+      return { generationId: 1, leaderId: 'other', memberId: 'm-1', members: [], groupProtocol: 'p' };
+    },
+    syncGroup: async (a: any) => {
+      calls.push(['syncGroup', a]);
+      return { memberAssignment: MemberAssignment.encode({ version: 0, assignment: {} }) };
+    },
+    heartbeat: async (a: any) => calls.push(['heartbeat', a]),
+    leaveGroup: async (a: any) => calls.push(['leaveGroup', a]),
+  });
+  cluster.findGroupCoordinator = async () => coordinator;
+  const ConsumerGroup = require('kafkajs/src/consumer/consumerGroup.js');
+  const logger = { namespace: () => logger, debug() {}, info() {}, warn() {}, error() {} };
+  const g = new ConsumerGroup({
+    cluster,
+    groupId: 'g',
+    topics: [],
+    topicConfigurations: {},
+    logger,
+    instrumentationEmitter: { emit() {} },
+    assigners: [],
+    sessionTimeout: 30000,
+    rebalanceTimeout: 60000,
+    retry: { retries: 0 },
+  });
+  g.generatePartitionsPerSubscribedTopic = () => new Map();
+  const sym = (d: string) =>
+    Object.getOwnPropertySymbols(ConsumerGroup.prototype).find((s) => s.description === d)!;
+  return {
+    g,
+    calls,
+    coordinator,
+    JOIN: sym('private:ConsumerGroup:join'),
+    SYNC: sym('private:ConsumerGroup:sync'),
+  };
+}
+
+test("kafkajs's consumer group should join, sync and heartbeat with the consumer's groupInstanceId", async () => {
+  const { g, calls, coordinator, JOIN, SYNC } = staticGroup('pod-2', () => false);
+  await g[JOIN]();
+  await g[SYNC]();
+  await g.heartbeat({ interval: 0 });
+  assert.deepEqual(
+    calls.map(([name, a]) => [name, a.groupInstanceId, a.memberId]),
+    [
+      ['joinGroup', 'pod-2', ''],
+      ['syncGroup', 'pod-2', 'm-1'],
+      ['heartbeat', 'pod-2', 'm-1'],
+    ],
+  );
+  assert.equal(Object.hasOwn(coordinator, 'syncGroup'), false, 'the coordinator is left as it was');
+});
+
+test('a static member should leave the group on stop only when asked to; a dynamic one always', async () => {
+  let leave = false;
+  const s = staticGroup('pod-2', () => leave);
+  await s.g[s.JOIN]();
+  await s.g.leave();
+  assert.deepEqual(
+    s.calls.map(([n]) => n),
+    ['joinGroup'],
+    'no LeaveGroup: a restart gets the tasks back',
+  );
+  assert.equal(s.g.memberId, null);
+  leave = true;
+  await s.g[s.JOIN]();
+  await s.g.leave();
+  assert.deepEqual(s.calls.at(-1), [
+    'leaveGroup',
+    { groupId: 'g', memberId: 'm-1', groupInstanceId: 'pod-2' },
+  ]);
+
+  const d = staticGroup(undefined, () => false);
+  await d.g[d.JOIN]();
+  await d.g.leave();
+  assert.deepEqual(d.calls.at(-1), ['leaveGroup', { groupId: 'g', memberId: 'm-1', groupInstanceId: null }]);
+  assert.equal(d.calls[0]![1].groupInstanceId, null);
+});
+
+test('the beforeJoin hook should run, and be awaited, before every JoinGroup (the eager revoke point)', async () => {
+  let release!: () => void;
+  const gate = new Promise<void>((r) => {
+    release = r;
+  });
+  const order: string[] = [];
+  const s = staticGroup(
+    'pod-3',
+    () => false,
+    async () => {
+      order.push('hook');
+      await gate;
+      order.push('hook done');
+    },
+  );
+  const joining = s.g[s.JOIN]();
+  await new Promise((r) => setImmediate(r));
+  assert.deepEqual(s.calls.length, 0, 'no JoinGroup while the hook runs');
+  release();
+  await joining;
+  await s.g[s.JOIN]();
+  assert.deepEqual(
+    [...order, ...s.calls.map(([n]) => n)],
+    ['hook', 'hook done', 'hook', 'hook done', 'joinGroup', 'joinGroup'],
+  );
+});
