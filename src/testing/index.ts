@@ -16,6 +16,6 @@ export {
   TestInput,
   TestOutput,
 } from './records.js';
-export { SimulatedKafka, type SimRecord } from './sim-kafka.js';
+export { type SimRecord, SimulatedKafka } from './sim-kafka.js';
 export type { StateView } from './state-view.js';
 export { type CommitMode, TestDriver, type TestDriverOptions } from './test-driver.js';

@@ -176,7 +176,8 @@ export class TestOutput<K = unknown, V = unknown> {
   /** True when {@link readAll} would return nothing. */
   get isEmpty(): boolean {
     const n = this.#kafka.partitionCount(this.topic);
-    for (let p = 0; p < n; p++) if (this.#kafka.endOffset(this.topic, p) > BigInt(this.#positions[p] ?? 0)) return false;
+    for (let p = 0; p < n; p++)
+      if (this.#kafka.endOffset(this.topic, p) > BigInt(this.#positions[p] ?? 0)) return false;
     return true;
   }
 }

@@ -88,7 +88,9 @@ export class SimulatedKafka {
     const t = this.#topic(topic);
     if (partition !== undefined) {
       if (!Number.isInteger(partition) || partition < 0 || partition >= t.partitions.length)
-        throw new RangeError(`topic ${topic} has no partition ${partition} (${t.partitions.length} partitions)`);
+        throw new RangeError(
+          `topic ${topic} has no partition ${partition} (${t.partitions.length} partitions)`,
+        );
       return partition;
     }
     if (key !== null) return partitionForKey(key, t.partitions.length);
@@ -123,7 +125,11 @@ export class SimulatedKafka {
     for (const [topic, list] of records) {
       for (const m of list) {
         const ts = m.timestamp ?? String(now);
-        const r = this.append(topic, { key: m.key, value: m.value, timestamp: ts, headers: m.headers }, m.partition);
+        const r = this.append(
+          topic,
+          { key: m.key, value: m.value, timestamp: ts, headers: m.headers },
+          m.partition,
+        );
         written.set(`${topic}:${r.partition}`, BigInt(r.offset));
       }
     }
@@ -137,7 +143,11 @@ export class SimulatedKafka {
       g.set(`${o.topic}:${o.partition}`, { offset: o.offset, metadata: o.metadata ?? null });
   }
 
-  committed(groupId: string, topic: string, partition: number): { offset: string; metadata: string | null } | undefined {
+  committed(
+    groupId: string,
+    topic: string,
+    partition: number,
+  ): { offset: string; metadata: string | null } | undefined {
     return this.#groups.get(groupId)?.get(`${topic}:${partition}`);
   }
 

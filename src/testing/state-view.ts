@@ -19,11 +19,7 @@ export interface StateView<K = unknown, V = unknown> {
 }
 
 /** The state of a store spread over the tasks of its sub-topology (`tasks()` is read per call). */
-export function stateView<K, V>(
-  name: string,
-  keySerde: Serde<K>,
-  tasks: () => Task[],
-): StateView<K, V> {
+export function stateView<K, V>(name: string, keySerde: Serde<K>, tasks: () => Task[]): StateView<K, V> {
   const stateOf = (t: Task) => t.stateStore as RocksTaskState | undefined;
   const live = () => {
     const out: RocksTaskState[] = [];
@@ -39,15 +35,13 @@ export function stateView<K, V>(
     const rows = new Map<string, { key: Buffer; value: unknown }>();
     for (const s of live()) {
       const info = s.stores.get(name)!;
+      const mine = new Map<string, { key: Buffer; value: unknown }>();
       // Committed state from RocksDB, then what the cache holds on top of it (uncommitted writes).
       const scan = s.rocks.scanSync(name, { ...(from ? { gte: from } : {}), ...(to ? { lt: to } : {}) });
-      for (const [k, v] of scan) rows.set(k.toString('latin1'), { key: k, value: info.serde.deserialize(v) });
-      for (const k of [...rows.keys()]) {
-        const c = s.cache.peek(name, Buffer.from(k, 'latin1'));
-        if (c) {
-          if (c.value === undefined) rows.delete(k);
-          else rows.get(k)!.value = c.value;
-        }
+      for (const [k, v] of scan) {
+        const c = s.cache.peek(name, k);
+        if (c?.value === undefined && c !== undefined) continue;
+        mine.set(k.toString('latin1'), { key: k, value: c ? c.value : info.serde.deserialize(v) });
       }
       // Keys written since the last checkpoint and not yet in RocksDB. No checkpoint is in flight
       // while a test reads (the driver awaits each), so taking this snapshot disturbs none.
@@ -55,15 +49,17 @@ export function stateView<K, V>(
         if (e.store !== name) continue;
         if ((from && Buffer.compare(e.key, from) < 0) || (to && Buffer.compare(e.key, to) >= 0)) continue;
         const k = e.key.toString('latin1');
-        if (e.value === undefined) rows.delete(k);
-        else rows.set(k, { key: e.key, value: e.value });
+        if (e.value === undefined) mine.delete(k);
+        else mine.set(k, { key: e.key, value: e.value });
       }
+      for (const [k, r] of mine) rows.set(k, r);
     }
     return [...rows.values()]
       .sort((a, b) => Buffer.compare(a.key, b.key))
       .map((r) => ({ key: keySerde.deserialize(r.key), value: r.value as V }));
   };
-  const bytesOf = (k: K | undefined) => (k === undefined ? undefined : (keySerde.serialize(k) ?? Buffer.alloc(0)));
+  const bytesOf = (k: K | undefined) =>
+    k === undefined ? undefined : (keySerde.serialize(k) ?? Buffer.alloc(0));
   return {
     name,
     get(key) {
