@@ -85,6 +85,8 @@ export class TestDriver {
   readonly kafka = new SimulatedKafka();
   readonly config: Readonly<SluiceConfig>;
   readonly metrics: WorkerMetrics;
+  /** The Prometheus registry of the driver's metrics (`await driver.registry.metrics()`). */
+  readonly registry = new Registry();
   readonly #root: string;
   readonly #storage: MemoryStorage | undefined;
   readonly #logger: Logger;
@@ -132,7 +134,7 @@ export class TestDriver {
         state: { ...user.state, dir: join(this.#root, 'w0') },
       },
     });
-    this.metrics = createWorkerMetrics(new Registry());
+    this.metrics = createWorkerMetrics(this.registry);
     const n = opts.workers ?? 1;
     if (!Number.isInteger(n) || n < 1) throw new RangeError(`workers must be a positive integer, got ${n}`);
     for (let i = 0; i < n; i++) this.#addWorker();
