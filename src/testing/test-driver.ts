@@ -110,6 +110,8 @@ export class TestDriver {
   #queue: Promise<unknown> = Promise.resolve();
   /** The error that stopped the job (`processing.errorPolicy: fail`), until `restart()`. */
   #failed: unknown;
+  /** The shed fraction set by {@link shed} (the overload controller's decision, made by the test). */
+  #shedP = 0;
   /** Tasks closed because a newer owner fenced them (zombies), by id. */
   readonly fenced: string[] = [];
 
@@ -235,6 +237,7 @@ export class TestDriver {
     });
     task.commitOffsetsAtLeastOnce = async (offsets) => this.kafka.commitOffsets(this.app.id, offsets);
     await task.init();
+    task.shedder.setFraction(this.#shedP);
     this.#tasks.set(id, task);
     this.#lastCommit.set(id, this.#clock);
   }
@@ -538,6 +541,22 @@ export class TestDriver {
         }
         await z.close({ checkpoint: false });
       }
+    });
+  }
+
+  /**
+   * Sets the fraction of records every task sheds from now on, as the worker's overload
+   * controller would (it does not run here: its inputs are rates and busy time, which a test does
+   * not have). Needs `overload.mode` `shed` or `divert` (backpressure never sheds). The drops
+   * themselves are the worker's: at the source or at `.shed()` points, random or by priority,
+   * diverted to `<appId>-overflow` in divert mode. 0 and 1 are deterministic; in between, the
+   * random drops use `Math.random` as a worker does, so assert on totals (kept + shed = input).
+   */
+  shed(p: number): Promise<void> {
+    if (!(p >= 0 && p <= 1)) throw new RangeError(`shed takes a fraction in [0, 1], got ${p}`);
+    return this.#serial(async () => {
+      this.#shedP = p;
+      for (const t of this.#tasks.values()) t.shedder.setFraction(p);
     });
   }
 

@@ -37,13 +37,46 @@ test('onError per operator should win over the app policy, and a failed record t
   try {
     const input = driver.input('in');
     for (const v of [1, -1, 7, 13, 99, 2]) await input.pipe(`k${v}`, v);
-    assert.deepEqual(driver.output('out').readValues(), [1, 1, 2, 2], 'nothing of 13 or 99 (skipped by `after`)');
+    assert.deepEqual(
+      driver.output('out').readValues(),
+      [1, 1, 2, 2],
+      'nothing of 13 or 99 (skipped by `after`)',
+    );
     assert.deepEqual(
       driver.deadLetters().map((d) => [d.key?.toString(), d.error.operator, d.error.message]),
       [
         ['k-1', 'inc', 'minus one'],
         ['k7', 'inc', 'seven'],
       ],
+    );
+  } finally {
+    await driver.close();
+  }
+});
+
+test('shedding in divert mode should send every shed record to the overflow topic: kept + diverted = input', async () => {
+  const app = new App({ id: 'drv-shed' });
+  app
+    .stream('in', { key: string(), value: json<number>() })
+    .map((v) => v * 10)
+    .to('out', { value: json() });
+  const driver = new TestDriver(app, { partitions: 2, config: { overload: { mode: 'divert' } } });
+  try {
+    const input = driver.input('in');
+    for (let i = 0; i < 10; i++) await input.pipe(`k${i}`, i);
+    await driver.shed(1);
+    for (let i = 10; i < 20; i++) await input.pipe(`k${i}`, i);
+    await driver.shed(0.5);
+    for (let i = 20; i < 60; i++) await input.pipe(`k${i}`, i);
+    const kept = driver.output('out').readValues() as number[];
+    const diverted = driver.output('drv-shed-overflow', { value: json<number>() }).readValues();
+    const keptIn = new Set(kept.map((v) => v / 10));
+    for (let i = 0; i < 10; i++) assert.ok(keptIn.has(i), `${i}: kept before shedding`);
+    for (let i = 10; i < 20; i++) assert.ok(diverted.includes(i), `${i}: p = 1 diverts every record`);
+    assert.equal(kept.length + diverted.length, 60, 'nothing lost, nothing twice');
+    assert.deepEqual(
+      [...kept.map((v) => v / 10), ...diverted].sort((a, b) => a - b),
+      Array.from({ length: 60 }, (_, i) => i),
     );
   } finally {
     await driver.close();
