@@ -144,6 +144,7 @@ export class TestOutput<K = unknown, V = unknown> {
 
   /** Every committed record of the topic, partition by partition, in offset order; moves nothing. */
   all(): OutputRecord<K, V>[] {
+    if (!this.#kafka.hasTopic(this.topic)) return [];
     return this.#kafka.readAll(this.topic).map((r) => this.#decode(r));
   }
 
@@ -152,6 +153,7 @@ export class TestOutput<K = unknown, V = unknown> {
    * within each partition (partition by partition), as Kafka Streams' `readRecordsToList`.
    */
   readAll(): OutputRecord<K, V>[] {
+    if (!this.#kafka.hasTopic(this.topic)) return [];
     const n = this.#kafka.partitionCount(this.topic);
     const out: OutputRecord<K, V>[] = [];
     for (let p = 0; p < n; p++) {
@@ -175,6 +177,7 @@ export class TestOutput<K = unknown, V = unknown> {
 
   /** True when {@link readAll} would return nothing. */
   get isEmpty(): boolean {
+    if (!this.#kafka.hasTopic(this.topic)) return true;
     const n = this.#kafka.partitionCount(this.topic);
     for (let p = 0; p < n; p++)
       if (this.#kafka.endOffset(this.topic, p) > BigInt(this.#positions[p] ?? 0)) return false;

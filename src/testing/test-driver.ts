@@ -368,7 +368,7 @@ export class TestDriver {
     const spec = sink?.kind === 'sink' ? sink : undefined;
     const key = serdes.key ?? (spec?.key as Serde<K> | undefined) ?? (string() as unknown as Serde<K>);
     const value = serdes.value ?? (spec?.value as Serde<V> | undefined) ?? (bytes() as unknown as Serde<V>);
-    if (!this.kafka.hasTopic(topic)) this.kafka.createTopic(topic, this.#partitionsOf(topic));
+    // Not created here: before the start that would give an internal topic the wrong partitions.
     const out = new TestOutput<K, V>(topic, this.kafka, { key, value });
     if (serdes.key === undefined && serdes.value === undefined) this.#outputs.set(topic, out);
     return out;
@@ -398,9 +398,11 @@ export class TestDriver {
     const node = this.topology.subtopologies[spec.subtopology]!.nodes.find(
       (n) => n.spec.kind === 'process' && n.spec.stores.some((s) => s.name === spec.name),
     )!;
-    return stateView<K, V>(spec.name, node.keySerde as Serde<K>, () =>
-      [...this.#tasks.values()].filter((t) => t.sub.id === spec.subtopology),
-    );
+    return stateView<K, V>(spec.name, node.keySerde as Serde<K>, () => {
+      if (!this.#started)
+        throw new Error('the driver has not started: pipe a record or await driver.start()');
+      return [...this.#tasks.values()].filter((t) => t.sub.id === spec.subtopology);
+    });
   }
 
   /**

@@ -264,3 +264,19 @@ test('close() should delete the state folders', async () => {
   assert.equal(existsSync(dir), false);
   await assert.rejects(driver.input('clicks').pipe('c2', { user: 'ann' }), /closed/);
 });
+
+test('an output reader made before the start should not create the topic, and see its records later', async () => {
+  const driver = new TestDriver(clickCounts('drv-early'), { partitions: 3 });
+  try {
+    const dlq = driver.output('drv-early-dlq');
+    const counts = driver.output('counts');
+    assert.deepEqual(dlq.readAll(), []);
+    assert.ok(counts.isEmpty);
+    assert.throws(() => driver.state('clicks').get('ann'), /not started/);
+    await driver.input('clicks').pipe('c1', { user: 'ann' });
+    assert.equal(driver.kafka.partitionCount('drv-early-dlq'), 3, 'the DLQ got its partitions from the plan');
+    assert.deepEqual(counts.readValues(), [1]);
+  } finally {
+    await driver.close();
+  }
+});
