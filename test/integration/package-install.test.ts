@@ -121,7 +121,7 @@ test('the driver should count per key over 2 partitions, without a broker', asyn
 `;
 };
 
-/** The driver's types from the tarball, used under \`strict\` (with the libraries' own declarations checked). */
+/** The driver's types from the tarball, used under `strict` (with the libraries' own declarations checked). */
 const DRIVER_TYPES = `import { App, json, string } from 'sluice';
 import { TestDriver, type OutputRecord } from 'sluice/testing';
 const app = new App({ id: 'typed' });
