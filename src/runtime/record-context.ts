@@ -13,4 +13,6 @@ export class MutableRecordContext implements RecordContext<unknown> {
   headers: Record<string, unknown> | undefined = undefined;
   /** The task's watermark (undefined until every stream input has a record). */
   watermark: number | undefined = undefined;
+  /** The wall clock: `Date.now`, or a test driver's own (processing time, processing-time timers). */
+  now: () => number = Date.now;
 }

@@ -142,7 +142,7 @@ export class RecordLoop {
         value = vs.deserialize(r.value);
         if (tsOf !== undefined) {
           rc.key = key;
-          const t = tsOf === 'processing' ? Date.now() : tsOf(value, rc);
+          const t = tsOf === 'processing' ? rc.now() : tsOf(value, rc);
           if (typeof t !== 'number' || !Number.isFinite(t))
             throw new SerdeError(`timestamp extractor returned ${String(t)}, not a finite number`);
           rc.timestamp = t;

@@ -77,7 +77,8 @@ export async function openTaskState(task: Task, ctx: StateContext): Promise<Task
     throw e;
   }
 
-  const open = () => RocksStore.open({ dir, stores: [...stores.keys()], taskId: task.id });
+  const storage = ctx.storage ?? RocksStore;
+  const open = () => storage.open({ dir, stores: [...stores.keys()], taskId: task.id });
   /** Logs why, counts it, and leaves an empty folder to restore into. */
   const wipe = async (current: RocksStore | undefined, why: Record<string, unknown>): Promise<RocksStore> => {
     ctx.logger.warn(
@@ -86,7 +87,7 @@ export async function openTaskState(task: Task, ctx: StateContext): Promise<Task
     );
     ctx.metrics.errors.inc({ app: ctx.appId, kind: 'state_corrupted' });
     await current?.close();
-    await RocksStore.destroy(dir);
+    await storage.destroy(dir);
     return open();
   };
 

@@ -12,7 +12,7 @@ import {
   encodeCheckpointMeta,
   fingerprintOf,
 } from '../state/checkpoint-meta.js';
-import type { RocksStore, WriteOp } from '../state/rocks-store.js';
+import type { RocksStore, RocksStoreOptions, WriteOp } from '../state/rocks-store.js';
 import { WriteBackCache } from '../state/write-back-cache.js';
 import type { GraphNode, StoreSpec } from '../topology/nodes.js';
 import type { Collector } from './collector.js';
@@ -42,6 +42,8 @@ export interface StateContext {
   appId: string;
   /** Bytes of cache this task may use (the worker's bound shared out between its tasks). */
   cacheBytes?: number;
+  /** Opens and wipes task folders: `RocksStore` (default), or the test driver's in-memory stand-in. */
+  storage?: { open(o: RocksStoreOptions): Promise<RocksStore>; destroy(dir: string): Promise<void> };
 }
 
 /**

@@ -55,6 +55,8 @@ export interface TaskDeps {
   deadLetterTopic: string;
   /** Records pushed into each operator, by graph node id; shared by the worker's tasks (/status). */
   opCounts?: Float64Array;
+  /** The wall clock for processing time (default `Date.now`): a test driver passes its own. */
+  now?: () => number;
 }
 
 export class Task {
@@ -88,6 +90,7 @@ export class Task {
     this.#eos = deps.config.processing.guarantee === 'exactly_once';
     this.logger = deps.logger.child({ task: id });
     this.#rc.partition = partition;
+    if (deps.now) this.#rc.now = deps.now;
     this.shedder = new TaskShedder({ ...deps.config.overload, overflowTopic: overflowTopic(deps.appId) });
     this.#progress = new TaskProgress(deps.config.processing.maxOutOfOrdernessMs);
     this.#loop = new RecordLoop({
@@ -298,7 +301,7 @@ export class Task {
    * policy, or a fault of Sluice or the machine): the worker fails or resets the task.
    */
   tick(): void {
-    if (this.#state === 'running' && !this.#busy) this.#fireTimers(undefined, Date.now());
+    if (this.#state === 'running' && !this.#busy) this.#fireTimers(undefined, this.#rc.now());
   }
 
   /**

@@ -101,6 +101,40 @@ app.stream('in', { value: json<{ amount: number }>() }).map((o) => o.amonut).to(
 export default app;
 `;
 
+/** A unit test of a job with the test driver from the tarball, in either module system. */
+const DRIVER_TEST = (kind: 'esm' | 'cjs') => {
+  const load =
+    kind === 'esm'
+      ? "import assert from 'node:assert/strict';\nimport { test } from 'node:test';\nimport { App, json, string } from 'sluice';\nimport { TestDriver } from 'sluice/testing';\n"
+      : "const assert = require('node:assert/strict');\nconst { test } = require('node:test');\nconst { App, json, string } = require('sluice');\nconst { TestDriver } = require('sluice/testing');\n";
+  return `${load}
+test('the driver should count per key over 2 partitions, without a broker', async () => {
+  const app = new App({ id: 'pkg-driver' });
+  app.stream('in', { key: string(), value: json() }).keyBy((v) => v.k).count({ name: 'n' }).to('out', { value: json() });
+  const driver = new TestDriver(app, { partitions: 2 });
+  await driver.input('in').pipe('a', { k: 'x' });
+  await driver.input('in').pipe('b', { k: 'x' });
+  assert.deepEqual(driver.output('out').readValues(), [1, 2]);
+  assert.equal(driver.state('n').get('x'), 2);
+  await driver.close();
+});
+`;
+};
+
+/** The driver's types from the tarball, used under `strict` (with the libraries' own declarations checked). */
+const DRIVER_TYPES = `import { App, json, string } from 'sluice';
+import { TestDriver, type OutputRecord } from 'sluice/testing';
+const app = new App({ id: 'typed' });
+app.stream('in', { key: string(), value: json<{ n: number }>() }).to('out');
+const driver = new TestDriver(app, { partitions: 4, commit: 'manual', state: 'memory' });
+await driver.input<string, { n: number }>('in').pipe('k', { n: 1 }, { timestamp: 5 });
+const out: OutputRecord<string, { n: number }>[] = driver.output<string, { n: number }>('out').readAll();
+await driver.crash({ wipeState: true });
+await driver.restart();
+await driver.close();
+export { out };
+`;
+
 const TSCONFIG = (file: string) =>
   `${JSON.stringify({
     compilerOptions: {
@@ -202,7 +236,14 @@ test('npm pack should ship dist/src and bin, and the tarball should install and 
     await ok('npm', ['pack', '--ignore-scripts', '--json', '--pack-destination', base], ROOT),
   )[0];
   const files: string[] = packed.files.map((f: { path: string }) => f.path);
-  for (const f of ['bin/sluice.js', 'dist/src/index.js', 'dist/src/index.d.ts', 'dist/src/cli/main.js'])
+  for (const f of [
+    'bin/sluice.js',
+    'dist/src/index.js',
+    'dist/src/index.d.ts',
+    'dist/src/cli/main.js',
+    'dist/src/testing/index.js',
+    'dist/src/testing/index.d.ts',
+  ])
     assert.ok(files.includes(f), `${f} is in the tarball`);
   const stray = files.filter(
     (f) => /^(test|bench|examples|scripts|src|dist\/(?!src\/))/.test(f) || f.endsWith('.map'),
@@ -228,6 +269,18 @@ test('npm pack should ship dist/src and bin, and the tarball should install and 
     assert.match(bad.out, /amonut/, p.kind);
   }
   step('type-checked (strict) in both');
+
+  // sluice/testing from the tarball: typed (ESM), and a node:test test in both module systems.
+  writeFileSync(join(esm.dir, 'driver-types.ts'), DRIVER_TYPES);
+  writeFileSync(join(esm.dir, 'tsconfig.driver.json'), TSCONFIG('driver-types.ts'));
+  await ok('npx', ['tsc', '-p', 'tsconfig.driver.json'], esm.dir);
+  writeFileSync(join(esm.dir, 'driver.test.mjs'), DRIVER_TEST('esm'));
+  writeFileSync(join(cjs.dir, 'driver.test.cjs'), DRIVER_TEST('cjs'));
+  await Promise.all([
+    ok('node', ['--test', 'driver.test.mjs'], esm.dir),
+    ok('node', ['--test', 'driver.test.cjs'], cjs.dir),
+  ]);
+  step('sluice/testing: typed, and a driver test passes in both');
 
   // The issue's first symptom: ERR_MODULE_NOT_FOUND …/dist/src/cli/main.js.
   assert.match(await ok('npx', ['sluice', '--help'], esm.dir), /Usage:\n\s+sluice run <job-file>/);
