@@ -164,7 +164,7 @@ export class Stream<K, V> {
   ): KeyedStream<K2, V> {
     const keySerde = opts.key ?? (keyString() as unknown as Serde<K2>);
     const valueSerde = opts.value ?? this.node.valueSerde ?? json<V>();
-    const base = opts.name ?? `keyby-${this.app.graph.nodes.length}`;
+    const base = opts.name ?? this.app.graph.autoName('keyby');
     const topic = repartitionTopic(this.app.id, base);
     const select = this.app.graph.add('selectKey', { kind: 'selectKey', fn }, [this.node], {
       name: `${base}-select`,
@@ -264,7 +264,7 @@ export class KeyedStream<K, V> extends Stream<K, V> {
     processor: Processor<K, V, R, S>,
     opts?: OperatorOptions,
   ): KeyedStream<K, R> {
-    const name = opts?.name ?? `process-${this.app.graph.nodes.length}`;
+    const name = opts?.name ?? this.app.graph.autoName('process');
     const stores = storesOf(name, processor.state, !!processor.onTimer);
     return this.next(
       { kind: 'process', processor: processor as any, stores },
@@ -330,7 +330,7 @@ export class KeyedStream<K, V> extends Stream<K, V> {
       () => undefined as unknown as V,
       (acc, v, ctx) => (acc === undefined ? v : fn(acc, v, ctx)),
       {
-        name: opts?.name ?? `reduce-${this.app.graph.nodes.length}`,
+        name: opts?.name ?? this.app.graph.autoName('reduce'),
         serde: opts?.serde,
         onError: opts?.onError,
       },
@@ -353,7 +353,7 @@ export class KeyedStream<K, V> extends Stream<K, V> {
           ctx.emit(next);
         },
       },
-      { name: opts?.name ?? `aggregate-${this.app.graph.nodes.length}`, onError: opts?.onError },
+      { name: opts?.name ?? this.app.graph.autoName('aggregate'), onError: opts?.onError },
     );
   }
 
@@ -362,7 +362,7 @@ export class KeyedStream<K, V> extends Stream<K, V> {
     return this.aggregate<number>(
       () => 0,
       (n) => n + 1,
-      { name: opts?.name ?? `count-${this.app.graph.nodes.length}`, onError: opts?.onError },
+      { name: opts?.name ?? this.app.graph.autoName('count'), onError: opts?.onError },
     );
   }
 }
@@ -423,7 +423,7 @@ export class ConnectedStreams<K, L, Rt> {
     processor: ConnectProcessor<K, L, Rt, R, S>,
     opts?: NamedOptions,
   ): KeyedStream<K, R> {
-    const name = opts?.name ?? `connect-${this.#app.graph.nodes.length}`;
+    const name = opts?.name ?? this.#app.graph.autoName('connect');
     const stores = storesOf(name, processor.state, !!processor.onTimer);
     const inner: Processor<any, any, any, any> = {
       state: processor.state,
@@ -471,8 +471,7 @@ function tableJoin<K, V, T, R>(
     },
     {
       name:
-        opts?.name ??
-        `join-${table.topic.replace(/[^A-Za-z0-9._-]/g, '_')}-${stream.app_().graph.nodes.length}`,
+        opts?.name ?? stream.app_().graph.autoName(`join-${table.topic.replace(/[^A-Za-z0-9._-]/g, '_')}`),
     },
   );
 }
@@ -653,7 +652,7 @@ export class WindowedStream<K, V> {
 
   #build<R>(fold: WindowFold<any, any, any>, what: string, named?: string): KeyedStream<K, Windowed<R>> {
     const parent = this.#parent;
-    const name = named ?? this.#opts.name ?? `window-${what}-${parent.app_().graph.nodes.length}`;
+    const name = named ?? this.#opts.name ?? parent.app_().graph.autoName(`window-${what}`);
     const out = parent.process<Windowed<R>, any>(
       liveState(windowProcessor(this.#spec, fold, this.#opts)) as any,
       {

@@ -151,6 +151,7 @@ export async function topologyCommand(argv: string[]): Promise<number> {
     throw new UsageError(`--format must be text, json or dot, not ${JSON.stringify(format)}`, 'topology');
   const app = await loadJob(jobArg(args.positionals, 'topology'));
   const t = app.topology();
+  for (const w of t.warnings) process.stderr.write(`warning: ${w}\n`);
   if (format === 'json') {
     process.stdout.write(`${JSON.stringify(topologyJson(t), null, 2)}\n`);
     return 0;

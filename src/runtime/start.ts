@@ -60,6 +60,8 @@ export async function startWorker(
     groupInstanceId: instance?.id,
     leaveGroupOnStop: config.kafka.leaveGroupOnClose || instance?.ephemeral === true,
   });
+  // Names that a redeploy with one more operator would shift (state lost, topics orphaned).
+  for (const w of worker.topology.warnings) logger.warn({ app: app.id }, w);
   if (config.http.enabled) {
     http = await startOpsServer({
       host: config.http.host,

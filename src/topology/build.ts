@@ -21,6 +21,12 @@ export interface Topology {
   /** Every store with its changelog topic. */
   readonly stores: ReadonlyArray<StoreSpec & { changelog: string; subtopology: number }>;
   subtopologyOf(topic: string): number | undefined;
+  /**
+   * Operators whose state or topics hang on a name the DSL made up from their position: adding an
+   * operator before one of them renames its stores (so their changelogs: the state is lost on a
+   * redeploy) or its repartition topic (orphaned). One message each; name them (`{ name }`).
+   */
+  readonly warnings: readonly string[];
   /** A text picture of the topology, for `sluice topology` and the logs. */
   describe(): string;
 }
@@ -99,7 +105,7 @@ export function buildTopology(appId: string, nodes: readonly GraphNode[]): Topol
     const reader = subOfTopic.get(topic);
     if (reader !== undefined) {
       // A repartition topic gets the partition count of the sub-topology that writes it.
-      repartitionTopics.set(topic, { readsFrom: writtenBy, writtenBy });
+      repartitionTopics.set(topic, { readsFrom: reader, writtenBy });
     }
   }
   for (const s of subtopologies) {
@@ -108,10 +114,23 @@ export function buildTopology(appId: string, nodes: readonly GraphNode[]): Topol
         throw new TopologyError(`sub-topology ${s.id} writes ${t}, which it also reads (a cycle)`);
     }
   }
+  const warnings: string[] = [];
+  for (const n of nodes) {
+    if (!n.generatedName) continue;
+    if (n.spec.kind === 'process' && n.spec.stores.length > 0)
+      warnings.push(
+        `operator ${n.name} has a generated name: its stores (${n.spec.stores.map((x) => x.name).join(', ')}) and their changelogs are renamed, and their state lost, when an operator is added before it; give it { name }`,
+      );
+    else if (n.spec.kind === 'sink' && n.spec.internal && repartitionTopics.has(n.spec.topic))
+      warnings.push(
+        `repartition topic ${n.spec.topic} has a generated name: it is renamed (the old one orphaned) when an operator is added before its keyBy; give the keyBy { name }`,
+      );
+  }
   return {
     appId,
     subtopologies,
     repartitionTopics,
+    warnings,
     stores: storeList,
     subtopologyOf: (t) => subOfTopic.get(t),
     describe: () => describeTopology(appId, subtopologies),

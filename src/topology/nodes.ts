@@ -66,6 +66,11 @@ export interface StoreSpec {
 export interface GraphNode {
   readonly id: number;
   readonly name: string;
+  /**
+   * True when the DSL made the name up from the node's position (`count-4`): adding an operator
+   * before it shifts it, and with it the names of its stores, changelogs and repartition topic.
+   */
+  readonly generatedName?: boolean;
   readonly spec: NodeSpec;
   readonly parents: GraphNode[];
   readonly children: GraphNode[];
@@ -87,6 +92,25 @@ export interface GraphNode {
 export class GraphBuilder {
   readonly nodes: GraphNode[] = [];
   readonly #names = new Set<string>();
+  /** Names made up by {@link autoName}: the operators named so, and those named after them. */
+  readonly #generated = new Set<string>();
+
+  /**
+   * A name for an operator the user did not name: `<prefix>-<position>`. It moves when an
+   * operator is added before it, so a stateful operator or a repartition named so loses its state
+   * and topics on such a redeploy; the topology warns about them ({@link Topology.warnings}).
+   */
+  autoName(prefix: string): string {
+    const name = `${prefix}-${this.nodes.length}`;
+    this.#generated.add(name);
+    return name;
+  }
+
+  #isGenerated(name: string): boolean {
+    if (this.#generated.has(name)) return true;
+    for (const g of this.#generated) if (name.startsWith(`${g}-`)) return true;
+    return false;
+  }
 
   add(
     kind: NodeKind,
@@ -98,9 +122,12 @@ export class GraphBuilder {
       keyed: boolean;
       valueSerde?: Serde<any> | undefined;
       onError?: ErrorPolicy | undefined;
+      /** Default: true when no name is given. */
+      generated?: boolean | undefined;
     },
   ): GraphNode {
     const id = this.nodes.length;
+    const generated = opts.generated ?? (opts.name === undefined || this.#isGenerated(opts.name));
     const name = opts.name ?? `${kind}-${id}`;
     if (this.#names.has(name)) throw new Error(`duplicate operator name ${JSON.stringify(name)}`);
     if (!/^[A-Za-z0-9._-]+$/.test(name)) {
@@ -122,6 +149,7 @@ export class GraphBuilder {
       children: [],
       keySerde: opts.keySerde,
       keyed: opts.keyed,
+      ...(generated ? { generatedName: true } : {}),
       ...(opts.valueSerde !== undefined ? { valueSerde: opts.valueSerde } : {}),
       ...(opts.onError !== undefined ? { onError: opts.onError } : {}),
     };

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { App, json } from '../../../src/index.js';
+import { App, json, tumbling } from '../../../src/index.js';
 import { assignTasks } from '../../../src/kafka/task-assigner.js';
 
 test('topology should split at a repartition topic and name internal topics after the app', () => {
@@ -95,4 +95,39 @@ test('task assignment should spread every sub-topology over the members', () => 
     ['a', 'b', 'c'].map((m) => p3.get(m)!.length),
     [2, 2, 2],
   );
+});
+
+test('topology should warn about stateful operators and repartitions whose names are generated, and only those', () => {
+  const unnamed = new App({ id: 'shop' });
+  const keyed = unnamed
+    .stream('orders', { value: json<{ user: string; amount: number }>() })
+    .keyBy((o) => o.user);
+  keyed.count().to('counts');
+  keyed.window(tumbling(60_000)).count().to('per-minute');
+  keyed.map((o) => o.amount).to('amounts');
+  const w = unnamed.topology().warnings;
+  assert.equal(w.length, 3, w.join('\n'));
+  assert.ok(w.some((x) => /^repartition topic shop-keyby-\d+-repartition has a generated name/.test(x)));
+  assert.ok(w.some((x) => /^operator count-\d+ has a generated name: its stores \(count-\d+-/.test(x)));
+  assert.ok(w.some((x) => /^operator window-count-\d+ has a generated name/.test(x)));
+
+  // Adding an operator upstream shifts a generated name: that is what the warning is about.
+  const before = unnamed.topology().stores.map((s) => s.name);
+  const shifted = new App({ id: 'shop' });
+  shifted
+    .stream('orders', { value: json<{ user: string; amount: number }>() })
+    .filter(() => true)
+    .keyBy((o) => o.user)
+    .count()
+    .to('counts');
+  assert.notDeepEqual(shifted.topology().stores.map((s) => s.name)[0], before[0]);
+
+  const named = new App({ id: 'shop' });
+  named
+    .stream('orders', { value: json<{ user: string; amount: number }>() })
+    .filter((o) => o.amount > 0)
+    .keyBy((o) => o.user, { name: 'by-user' })
+    .count({ name: 'orders-per-user' })
+    .to('counts');
+  assert.deepEqual(named.topology().warnings, [], 'named stateful operators and repartitions: no warning');
 });
