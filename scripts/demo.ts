@@ -160,6 +160,9 @@ async function main(): Promise<number> {
       overrides: {
         state: { dir: join(tmpdir(), 'sluice-demo') },
         log: { level: 'warn' },
+        // Ctrl-C ends the demo for good: leave the group rather than keep the static member's
+        // place for a restart.
+        kafka: { leaveGroupOnClose: true },
       },
       flags: [
         ['kafka.brokers', brokers.join(',')],
