@@ -437,6 +437,7 @@ async function main(o: Options, cleanups: Array<() => Promise<void>>): Promise<n
       await caughtUp();
       await sleep(3000);
       const w = workers[0]!;
+      const load = loadavg()[0]!;
       r.firstNewAt = 0;
       r.armedSeq = steady.nextSeq();
       const killAt = Date.now();
@@ -446,6 +447,7 @@ async function main(o: Options, cleanups: Array<() => Promise<void>>): Promise<n
       await until('the first new output', 300_000, () => r.firstNewAt > 0);
       const row = {
         run,
+        load,
         killToSpawn: spawnAt - killAt,
         spawnToFirstNew: r.firstNewAt - spawnAt,
         spawnToReady: (await readyAt) - spawnAt,
@@ -457,15 +459,17 @@ async function main(o: Options, cleanups: Array<() => Promise<void>>): Promise<n
       );
     }
     lines.push(
-      '| run | kill → spawn (ms) | spawn → first new committed output (s) | spawn → /readyz 200 (s) |',
-      '|---:|---:|---:|---:|',
+      '| run | load average (1 min) | kill → spawn (ms) | spawn → first new committed output (s) | spawn → /readyz 200 (s) |',
+      '|---:|---:|---:|---:|---:|',
       ...rows.map(
-        (x) => `| ${x.run} | ${x.killToSpawn} | ${s(x.spawnToFirstNew!)} | ${s(x.spawnToReady!)} |`,
+        (x) =>
+          `| ${x.run} | ${x.load!.toFixed(1)} | ${x.killToSpawn} | ${s(x.spawnToFirstNew!)} | ${s(x.spawnToReady!)} |`,
       ),
     );
   } else {
     for (let run = 1; run <= o.runs; run++) {
       await caughtUp();
+      const load = loadavg()[0]!;
       const baseFrom = Date.now();
       await sleep(10_000);
       const rollFrom = Date.now();
@@ -485,6 +489,7 @@ async function main(o: Options, cleanups: Array<() => Promise<void>>): Promise<n
       r.arrivals = r.arrivals.filter((a) => a.t >= rollTo - 60_000);
       const row = {
         run,
+        load,
         rollSeconds: (rollTo - rollFrom) / 1000,
         maxGap: roll.maxGap,
         p99Gap: roll.p99Gap,
@@ -502,11 +507,11 @@ async function main(o: Options, cleanups: Array<() => Promise<void>>): Promise<n
       lines.push(`- run ${run}: ${steps.join('; ')}`);
     }
     lines.unshift(
-      '| run | roll (s) | longest gap (s) | p99 gap (s) | longest gap, one partition (s) | worst latency (s) | steady 10 s before: longest gap / p99 / one partition / worst latency (s) |',
-      '|---:|---:|---:|---:|---:|---:|---|',
+      '| run | load average (1 min) | roll (s) | longest gap (s) | p99 gap (s) | longest gap, one partition (s) | worst latency (s) | steady 10 s before: longest gap / p99 / one partition / worst latency (s) |',
+      '|---:|---:|---:|---:|---:|---:|---:|---|',
       ...rows.map(
         (x) =>
-          `| ${x.run} | ${x.rollSeconds!.toFixed(1)} | ${s(x.maxGap!)} | ${s(x.p99Gap!)} | ${s(x.partitionMaxGap!)} | ${s(x.maxLatency!)} | ${s(x.baseMaxGap!)} / ${s(x.baseP99Gap!)} / ${s(x.basePartitionMaxGap!)} / ${s(x.baseMaxLatency!)} |`,
+          `| ${x.run} | ${x.load!.toFixed(1)} | ${x.rollSeconds!.toFixed(1)} | ${s(x.maxGap!)} | ${s(x.p99Gap!)} | ${s(x.partitionMaxGap!)} | ${s(x.maxLatency!)} | ${s(x.baseMaxGap!)} / ${s(x.baseP99Gap!)} / ${s(x.basePartitionMaxGap!)} / ${s(x.baseMaxLatency!)} |`,
       ),
       '',
     );
