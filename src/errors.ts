@@ -23,6 +23,7 @@ export const ERROR_CODES = [
   'SLUICE_LOCAL_KAFKA_UNAVAILABLE',
   'SLUICE_SERDE',
   'SLUICE_OPERATOR',
+  'SLUICE_STATE_CHANGE',
 ] as const;
 export type ErrorCode = (typeof ERROR_CODES)[number];
 

@@ -3,6 +3,13 @@ import { SerdeError, safeString } from '../errors.js';
 /** Turns values into bytes and back. `null` bytes are Kafka's null (a tombstone for values). */
 export interface Serde<T> {
   readonly name: string;
+  /**
+   * A stable identity of the byte format, recorded with the topology so that `sluice plan` and a
+   * starting worker see a store's serde change (see docs/OPERATIONS.md, "Changing a running job").
+   * Built-in serdes have one (`string`, `json`, `bytes`, `number`); a serde without one is
+   * fingerprinted from its name and code, which changes when the code does.
+   */
+  readonly fingerprint?: string;
   serialize(value: T): Buffer | null;
   deserialize(bytes: Buffer | null): T;
 }
@@ -12,6 +19,7 @@ export function string(): Serde<string> {
   const decoder = new TextDecoder('utf-8', { fatal: true });
   return {
     name: 'string',
+    fingerprint: 'string',
     serialize: (v) => (v === null || v === undefined ? null : Buffer.from(String(v), 'utf8')),
     deserialize: (b) => {
       if (b === null) return null as unknown as string;
@@ -31,6 +39,7 @@ export function json<T = unknown>(): Serde<T> {
   const decoder = new TextDecoder('utf-8', { fatal: true });
   return {
     name: 'json',
+    fingerprint: 'json',
     serialize: (v) => {
       if (v === undefined || v === null) return null;
       let text: string | undefined;
@@ -57,7 +66,7 @@ export function json<T = unknown>(): Serde<T> {
 
 /** Raw bytes, untouched. */
 export function bytes(): Serde<Buffer> {
-  return { name: 'bytes', serialize: (v) => v, deserialize: (b) => b as Buffer };
+  return { name: 'bytes', fingerprint: 'bytes', serialize: (v) => v, deserialize: (b) => b as Buffer };
 }
 
 /**
@@ -70,6 +79,8 @@ export function keyString(): Serde<string> {
   const s = string();
   return {
     name: 'string',
+    // The bytes of string(): a keyBy that names { key: string() } later writes the same keys.
+    fingerprint: 'string',
     serialize: (v) => {
       if (v !== null && v !== undefined && typeof v !== 'string')
         throw new SerdeError(
@@ -91,6 +102,7 @@ export function jsonOrBytes<T>(): Serde<T> {
   const j = json<T>();
   return {
     name: 'json',
+    fingerprint: 'json-or-bytes',
     serialize: (v) => (Buffer.isBuffer(v) ? v : j.serialize(v)),
     deserialize: j.deserialize,
   };
@@ -101,6 +113,7 @@ export function number(): Serde<number> {
   const s = string();
   return {
     name: 'number',
+    fingerprint: 'number',
     serialize: (v) => {
       if (v === null || v === undefined) return null;
       // Anything else would write text that deserialize rejects (NaN, '12px', an object).

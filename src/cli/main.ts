@@ -4,6 +4,7 @@ import { scrubSecrets } from '../ops/redact.js';
 import { didYouMean } from '../suggest.js';
 import { groupCommand } from './group-command.js';
 import { kafkaCommand } from './kafka-command.js';
+import { planCommand } from './plan-command.js';
 import { produceCommand, tailCommand } from './records-command.js';
 import { resetCommand } from './reset-command.js';
 import { devCommand, runCommand, topologyCommand } from './run-command.js';
@@ -14,6 +15,7 @@ const COMMANDS: Record<string, (argv: string[]) => Promise<number>> = {
   run: runCommand,
   dev: devCommand,
   topology: topologyCommand,
+  plan: planCommand,
   reset: resetCommand,
   topics: topicsCommand,
   produce: produceCommand,

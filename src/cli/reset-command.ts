@@ -2,6 +2,7 @@ import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { loadConfig } from '../config/load.js';
 import { stoppedInstanceId } from '../runtime/instance-id.js';
+import { topologyTopic } from '../runtime/topics.js';
 import { parseArgs } from './args.js';
 import { loadJob } from './load-job.js';
 import { withAdmin } from './topics-command.js';
@@ -10,7 +11,7 @@ import { UsageError } from './usage.js';
 /**
  * `sluice reset <job> --yes`: like Kafka Streams' application reset tool. Deletes the group's
  * committed offsets (the app reads its inputs from the beginning again), its internal topics
- * (repartition and changelog topics) and this machine's local state. Output topics and the
+ * (repartition and changelog topics, the recorded topology) and this machine's local state. Output topics and the
  * dead-letter topic hold data and are left alone. Run it with every worker stopped.
  */
 export async function resetCommand(argv: string[]): Promise<number> {
@@ -20,7 +21,11 @@ export async function resetCommand(argv: string[]): Promise<number> {
   const config = loadConfig({ file: args.configFile, flags: args.settings });
   const app = await loadJob(jobFile);
   const t = app.topology();
-  const internal = [...t.repartitionTopics.keys(), ...t.stores.map((s) => s.changelog)];
+  const internal = [
+    ...t.repartitionTopics.keys(),
+    ...t.stores.map((s) => s.changelog),
+    topologyTopic(app.id),
+  ];
   const stateDir = join(config.state.dir, app.id);
   // A stopped static member stays in the group until its session times out: this machine's
   // (the id in its state folder, whose lock no running worker holds) is removed with the rest.

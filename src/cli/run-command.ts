@@ -12,7 +12,7 @@ import { withAdmin } from './topics-command.js';
 import { topologyDot, topologyJson } from './topology-format.js';
 import { UsageError } from './usage.js';
 
-function jobArg(positionals: string[], cmd: string): string {
+export function jobArg(positionals: string[], cmd: string): string {
   const f = positionals[0];
   if (!f) throw new UsageError(`${cmd} needs a job file`, cmd);
   if (positionals.length > 1)
@@ -89,13 +89,20 @@ function exitWhenStuck(logger: { warn: (o: object, m: string) => void }, code: n
 /** `--leave-group-on-stop`: the switch for `kafka.leaveGroupOnClose true` (scale-down on SIGTERM). */
 const LEAVE_SWITCH = 'leave-group-on-stop';
 
+/** `--allow-state-change`: the switch for `processing.allowStateChange true` (see `sluice plan`). */
+const ALLOW_SWITCH = 'allow-state-change';
+
 function settingsOf(args: ReturnType<typeof parseArgs>): Array<[string, string]> {
-  const v = args.switches.get(LEAVE_SWITCH);
-  return v === undefined ? [...args.settings] : [...args.settings, ['kafka.leaveGroupOnClose', v]];
+  const out: Array<[string, string]> = [...args.settings];
+  const leave = args.switches.get(LEAVE_SWITCH);
+  if (leave !== undefined) out.push(['kafka.leaveGroupOnClose', leave]);
+  const allow = args.switches.get(ALLOW_SWITCH);
+  if (allow !== undefined) out.push(['processing.allowStateChange', allow]);
+  return out;
 }
 
 export async function runCommand(argv: string[]): Promise<number> {
-  const args = parseArgs(argv, [LEAVE_SWITCH]);
+  const args = parseArgs(argv, [LEAVE_SWITCH, ALLOW_SWITCH]);
   const config = loadConfig({ file: args.configFile, flags: settingsOf(args) });
   return runWorker(await loadJob(jobArg(args.positionals, 'run')), config);
 }
@@ -110,7 +117,7 @@ const DEV_PARTITIONS = 4;
  * a job runs on a fresh machine with one command. On a configured cluster nothing is created.
  */
 export async function devCommand(argv: string[]): Promise<number> {
-  const args = parseArgs(argv, [LEAVE_SWITCH], ['kafka-port']);
+  const args = parseArgs(argv, [LEAVE_SWITCH, ALLOW_SWITCH], ['kafka-port']);
   const app = await loadJob(jobArg(args.positionals, 'dev'));
   const flags = settingsOf(args);
   const configuredBy = brokersSource({ file: args.configFile, flags });

@@ -14,6 +14,9 @@ Usage:
                                      and creates the job's missing input and output topics on it
   sluice topology <job-file> [--format text|json|dot]
                                      print the job's sub-topologies, topics and stores
+  sluice plan <job-file> [--config sluice.yaml]
+                                     compare the job with the deployed one: the changes that would
+                                     orphan or corrupt its state (exit 1), else exit 0
   sluice reset <job-file> --yes      delete the app's offsets, internal topics and local state
   sluice topics create <topic>... [--partitions 4] [--compact] | list | delete <topic>... --yes
                                      create, list or delete topics on the configured cluster
@@ -51,6 +54,8 @@ its partitions. Its input and output topics must exist. A worker is a static gro
 (kafka.staticMembership): a stopped one keeps its place for kafka.sessionTimeoutMs, so a restart
 gets its tasks back without a rebalance.
   --leave-group-on-stop   leave the group on SIGTERM/SIGINT, so the tasks move at once (scale-down)
+  --allow-state-change    start although the job changed in a way that orphans or corrupts state
+                          (see sluice plan); the changes are logged and recorded
 
 ${SETTINGS_HELP}`,
   dev: `Usage: sluice dev <job-file> [--kafka-port 9092] [--config sluice.yaml] [--<setting> value ...]
@@ -67,6 +72,17 @@ Prints the job's sub-topologies, repartition topics and stores, without connecti
   --format text   (default) the readable description
   --format json   one JSON document: sub-topologies with their operators, topics and stores
   --format dot    a Graphviz graph: sluice topology job.ts --format dot | dot -Tsvg > topology.svg`,
+  plan: `Usage: sluice plan <job-file> [--config sluice.yaml] [--brokers ...]
+
+Compares the job with what is deployed: the topology the last worker recorded in the compacted
+topic <appId>-topology (stores, their key and value serdes, partition counts, repartition topics),
+the internal topics on the cluster and the group's committed offsets. Prints the recorded and the
+current stores, the internal topics the job no longer uses (orphans), whether the group has
+committed offsets, and every change that would orphan or corrupt state: a store gone or renamed,
+a store's key or value serde changed, a source's partition count changed, a repartition topic
+gone, and stateful operators or repartitions with generated names (give them { name }).
+Exits 0 when safe, 1 when there are problems, 2 when used wrongly. A worker refuses to start on
+such changes unless started with --allow-state-change (processing.allowStateChange).`,
   reset: `Usage: sluice reset <job-file> --yes [--config sluice.yaml] [--brokers ...]
 
 Deletes the app's committed offsets, its internal topics (repartition, changelogs) and this

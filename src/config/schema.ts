@@ -142,6 +142,11 @@ const processing = z
     errorPolicy: z.enum(['dlq', 'skip', 'fail']).default('dlq'),
     /** Event time: allowed out-of-orderness subtracted from the max event time seen. */
     maxOutOfOrdernessMs: z.number().int().min(0).default(0),
+    /**
+     * Start although the job changed in a way that orphans or corrupts state (a renamed store, a
+     * changed key serde, a changed partition count): the changes are logged and recorded.
+     */
+    allowStateChange: z.boolean().default(false),
   })
   .strict();
 

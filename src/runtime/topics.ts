@@ -8,6 +8,11 @@ export function deadLetterTopic(appId: string): string {
   return `${appId}-dlq`;
 }
 
+/** Where workers record the topology they run (see topology-record.ts): compacted, 1 partition. */
+export function topologyTopic(appId: string): string {
+  return `${appId}-topology`;
+}
+
 /** Where `overload.mode: divert` writes the records it sheds. */
 export function overflowTopic(appId: string): string {
   return `${appId}-overflow`;
@@ -110,6 +115,7 @@ export async function prepareTopics(
   await admin.ensureTopics([
     ...internalSpecs,
     { topic: deadLetterTopic(topology.appId), partitions: Math.min(maxPartitions, 8) },
+    { topic: topologyTopic(topology.appId), partitions: 1, config: { 'cleanup.policy': 'compact' } },
     ...(opts.overflow ? [{ topic: overflowTopic(topology.appId), partitions: maxPartitions }] : []),
   ]);
   return plan;

@@ -22,7 +22,8 @@ import { InputRateMeter } from './input-rate.js';
 import { retrying } from './retrying.js';
 import type { Task } from './task.js';
 import { type OpenState, TaskManager, type WorkerParts } from './task-manager.js';
-import { type PartitionPlan, prepareTopics } from './topics.js';
+import type { PartitionPlan } from './topics.js';
+import { prepareAndRecord } from './topology-record.js';
 
 /**
  * A worker: one member of the app's consumer group, running one task per assigned partition of
@@ -224,7 +225,7 @@ export class Worker {
     );
     this.#plan = await this.#retrying(
       'prepare topics',
-      () => prepareTopics(admin, this.topology, { overflow: this.config.overload.mode === 'divert' }),
+      () => prepareAndRecord(admin, this.client, this.topology, this.config, this.logger),
       (e) => !(e instanceof SluiceError),
     );
     const topics = this.topology.subtopologies.flatMap((s) => s.sourceTopics);

@@ -42,7 +42,7 @@ const NO_STACK = /\n\s+at /;
 test('sluice --version and every command --help should answer on stdout and exit 0', () => {
   const pkg = JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8'));
   assert.deepEqual(sluice(['--version']), { code: 0, out: `${pkg.version}\n`, err: '' });
-  for (const cmd of ['run', 'dev', 'topology', 'reset', 'topics', 'produce', 'tail', 'kafka']) {
+  for (const cmd of ['run', 'dev', 'topology', 'plan', 'reset', 'topics', 'produce', 'tail', 'kafka']) {
     const r = sluice([cmd, '--help']);
     assert.equal(r.code, 0, `${cmd} --help: ${r.err}`);
     assert.match(r.out, new RegExp(`[Uu]sage:[\\s\\S]*sluice ${cmd}`), `${cmd} --help prints its usage`);
