@@ -12,7 +12,7 @@ export interface Idleness {
  * A task's event time: per input topic (of its one partition) the max event time seen; the
  * watermark is the minimum over the active stream inputs, less the allowed disorder. An input
  * with no record for `timeoutMs` of wall time is idle and left out of the minimum (Flink's
- * `withIdleness`); once every input has been quiet for `advanceMs`, the watermark moves to the
+ * `withIdleness`; all idle: the maximum over them); once every input has been quiet for `advanceMs`, the watermark moves to the
  * max event time seen plus the wall time since the last record, less the disorder, as if event
  * time kept flowing with the wall clock. The watermark never goes back.
  */
@@ -89,8 +89,9 @@ export class Watermark {
         held = true; // a partition not heard from yet holds the watermark back
       else if (v < min) min = v;
     }
-    // All idle: no minimum (the watermark stays, unless the whole task has been quiet long enough).
-    let w = held || min === Number.POSITIVE_INFINITY ? undefined : min - this.#maxOutOfOrdernessMs;
+    // All idle: none will move on, so the max of their times is the minimum to come (Flink's flush).
+    if (min === Number.POSITIVE_INFINITY) min = max;
+    let w = held || min === Number.NEGATIVE_INFINITY ? undefined : min - this.#maxOutOfOrdernessMs;
     const quiet = now - this.#lastRecord;
     if (this.#idle.advanceMs > 0 && quiet >= this.#idle.advanceMs && max > Number.NEGATIVE_INFINITY) {
       const flowing = max + quiet - this.#maxOutOfOrdernessMs;

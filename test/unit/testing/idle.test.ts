@@ -112,6 +112,10 @@ test('an idle input that speaks again should not move the watermark back, and it
     // a's 1 500 and b's 1 800; b's 200 was late, not counted.
     assert.deepEqual(windows(d), [{ start: 1_000, end: 2_000, value: 2 }]);
     assert.equal(await lateCount(d), 1);
+    // Both go idle: the watermark moves to the larger time (b's 2 200), not the minimum.
+    await d.advanceWallClock(5_000);
+    assert.deepEqual(task.idleInputs, ['a', 'b']);
+    assert.equal(task.watermark, 2_200);
   } finally {
     await d.close();
   }
