@@ -53,9 +53,12 @@ export class Watermark {
 
   /** The stream inputs idle at wall time `now` (none when the idle timeout is off). */
   idleTopics(now: number): string[] {
+    return this.#topics.filter((t) => this.#isIdle(t, now));
+  }
+
+  #isIdle(topic: string, now: number): boolean {
     const timeout = this.#idle.timeoutMs;
-    if (timeout <= 0) return [];
-    return this.#topics.filter((t) => now - (this.#lastActive.get(t) ?? this.#lastRecord) >= timeout);
+    return timeout > 0 && now - (this.#lastActive.get(topic) ?? this.#lastRecord) >= timeout;
   }
 
   /**
@@ -77,14 +80,13 @@ export class Watermark {
    */
   advance(now = 0): number | undefined {
     if (this.#topics.length === 0) return undefined;
-    const idle = new Set(this.idleTopics(now));
     let min = Number.POSITIVE_INFINITY;
     let max = Number.NEGATIVE_INFINITY;
     let held = false;
     for (const t of this.#topics) {
       const v = this.#maxTs.get(t);
       if (v !== undefined && v > max) max = v;
-      if (idle.has(t)) continue;
+      if (this.#isIdle(t, now)) continue; // per record: no allocation
       if (v === undefined)
         held = true; // a partition not heard from yet holds the watermark back
       else if (v < min) min = v;
