@@ -121,6 +121,29 @@ test('an idle input that speaks again should not move the watermark back, and it
   }
 });
 
+test('after a restart an idle input should hold the watermark again for the timeout, but not below the committed one', async () => {
+  const d = await silentB({ processing: { idleTimeoutMs: 5_000 } }, twoInputs('idle-restart'));
+  try {
+    await d.advanceWallClock(2_000);
+    assert.deepEqual(windows(d), [{ start: 0, end: 1_000, value: 3 }]);
+    await d.crash();
+    await d.restart();
+    const task = d.tasks.get('0_0')!;
+    // Recomputed from the committed times it would be min(a 1500, b 0) = 0; the committed "w" is 1 500.
+    assert.equal(task.watermark, 1_500);
+    assert.deepEqual(task.idleInputs, [], 'the idle clocks start again with the task');
+    await d.input('a').pipe('k', 1, { timestamp: 2_100 });
+    assert.equal(task.watermark, 1_500, 'b holds it again');
+    await d.input('b').pipe('k', 1, { timestamp: 900 });
+    assert.equal(await lateCount(d), 1, 'a record of the window closed before the crash stays late');
+    await d.advanceWallClock(5_000);
+    assert.equal(task.watermark, 2_100);
+    assert.deepEqual(windows(d), [{ start: 1_000, end: 2_000, value: 1 }]);
+  } finally {
+    await d.close();
+  }
+});
+
 test('the last window should never close on a quiet input without processing.idleAdvanceMs', async () => {
   const d = new TestDriver(oneInput('advance-off'), { wallClock: W0 });
   try {
