@@ -23,7 +23,9 @@ export interface Timers {
 export interface ProcessContext<K, R, S extends Record<string, StateDescriptor>> extends RecordContext<K> {
   /**
    * The task's event-time watermark: the smallest of its stream inputs' largest timestamps, less
-   * `processing.maxOutOfOrdernessMs`. Undefined until every stream input of the task has a record.
+   * `processing.maxOutOfOrdernessMs`. Undefined until every stream input of the task has a record
+   * (or, with `processing.idleTimeoutMs`, has been idle that long). `processing.idleAdvanceMs`
+   * moves it with the wall clock when all inputs are quiet. It never goes back.
    */
   readonly watermark: number | undefined;
   /** Keyed state, scoped to `key`. */

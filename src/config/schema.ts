@@ -147,6 +147,17 @@ const processing = z
      * changed key serde, a changed partition count): the changes are logged and recorded.
      */
     allowStateChange: z.boolean().default(false),
+    /**
+     * Event time: a stream input of a task with no record for this long (wall clock) is idle and
+     * stops holding the watermark back, as Flink's `withIdleness`. 0 (default): never idle.
+     */
+    idleTimeoutMs: z.number().int().min(0).default(0),
+    /**
+     * Event time: once every stream input of a task has been quiet this long, the watermark
+     * follows the wall clock (max event time seen + time since the last record − disorder), so the
+     * last windows close. 0 (default): off.
+     */
+    idleAdvanceMs: z.number().int().min(0).default(0),
   })
   .strict();
 

@@ -173,7 +173,7 @@ function update(s) {
   for (const t of s.tasks) {
     const tr = tb.insertRow();
     const restore = t.restore ? (t.restore.total ? Math.round(100 * (1 - t.restore.remaining / t.restore.total)) + "% (" + t.restore.remaining + " left)" : "done") : "–";
-    const cells = [t.id, t.state, t.partition, Object.values(t.positions).join(", "), Object.values(t.lag).map(fmt).join(", "), restore, t.watermark == null ? "–" : new Date(t.watermark).toISOString(), t.stores.join(", ")];
+    const cells = [t.id, t.state, t.partition, Object.values(t.positions).join(", "), Object.values(t.lag).map(fmt).join(", "), restore, (t.watermark == null ? "–" : new Date(t.watermark).toISOString()) + (t.idleInputs && t.idleInputs.length ? " (idle: " + t.idleInputs.join(", ") + ")" : ""), t.stores.join(", ")];
     cells.forEach((c, i) => { const td = tr.insertCell(); td.textContent = c; if (i === 1) td.className = "state-" + c; });
   }
   const mb = el("members").tBodies[0]; mb.textContent = "";

@@ -45,6 +45,7 @@ export function buildStatus(w: StatusSource): Record<string, unknown> {
       lag: Object.fromEntries(t.inputTopics.map((tp) => [tp, w.lag.get(`${tp}:${t.partition}`) ?? null])),
       restore: t.restoreProgress ? { ...t.restoreProgress } : null,
       watermark: t.watermark ?? null,
+      idleInputs: t.idleInputs,
       stores: t.sub.stores.filter((s) => s.stateName !== '__timers').map((s) => s.name),
     }));
   const operators: Array<{ id: number; name: string; kind: string; subtopology: number; records: number }> =

@@ -58,7 +58,7 @@ export async function writeCheckpoint(
     topic,
     partition: d.partition,
     offset: o.toString(),
-    metadata: eventTimeMetadata(progress.watermark.timeOf(topic)),
+    metadata: eventTimeMetadata(progress.watermark.timeOf(topic), progress.watermark.value),
   }));
   let written: WrittenOffsets;
   if (d.eos) {

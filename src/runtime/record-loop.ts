@@ -109,6 +109,8 @@ export class RecordLoop {
     // processed against that watermark. Decisions (late or not, which windows are open) thus
     // depend only on the record order within the partition, never on how records were batched.
     const inWatermark = !source.spec.table;
+    // A record makes its input active again (`processing.idleTimeoutMs`) before it moves anything.
+    if (inWatermark && n > 0) wm.touch(topic, rc.now());
     let maxTs = wm.timeOf(topic) ?? Number.NEGATIVE_INFINITY;
     rc.topic = topic;
     rc.watermark = wm.value;

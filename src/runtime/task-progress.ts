@@ -1,3 +1,4 @@
+import type { SluiceConfig } from '../config/schema.js';
 import { Collector } from './collector.js';
 import { Watermark } from './watermark.js';
 
@@ -17,8 +18,29 @@ export class TaskProgress {
   lastCheckpoint = Date.now();
   readonly watermark: Watermark;
 
-  constructor(maxOutOfOrdernessMs: number) {
-    this.watermark = new Watermark(maxOutOfOrdernessMs);
+  constructor(
+    p: Pick<SluiceConfig['processing'], 'maxOutOfOrdernessMs' | 'idleTimeoutMs' | 'idleAdvanceMs'>,
+  ) {
+    this.watermark = new Watermark(p.maxOutOfOrdernessMs, {
+      timeoutMs: p.idleTimeoutMs,
+      advanceMs: p.idleAdvanceMs,
+    });
+    this.#idleness = p.idleTimeoutMs > 0 || p.idleAdvanceMs > 0;
+  }
+
+  readonly #idleness: boolean;
+
+  /**
+   * Moves the watermark at wall time `now` (see {@link Watermark.advance}): the new one, or
+   * undefined. With idleness it may run ahead of what the committed event times give, so every
+   * input's offset is committed again at the next checkpoint, carrying it (`{"w": ms}`): a task
+   * restarted anywhere does not fall back and reopen the windows it closed.
+   */
+  advanceWatermark(now: number): number | undefined {
+    const w = this.watermark.advance(now);
+    if (w !== undefined && this.#idleness)
+      for (const [t, o] of this.next) if (o !== undefined && !this.toCommit.has(t)) this.toCommit.set(t, o);
+    return w;
   }
 
   /** Throws away the outputs and offsets since the last checkpoint. */

@@ -17,7 +17,7 @@ import { RecordLoop } from './record-loop.js';
 import { TaskProgress } from './task-progress.js';
 import type { TaskState } from './task-state.js';
 import { overflowTopic } from './topics.js';
-import { eventTimeOf, watermarkTopics } from './watermark.js';
+import { committedFloor, eventTimeOf, watermarkTopics } from './watermark.js';
 
 /**
  * A task: one partition of one sub-topology's input topics. It owns its operators, its keyed
@@ -92,7 +92,7 @@ export class Task {
     this.#rc.partition = partition;
     if (deps.now) this.#rc.now = deps.now;
     this.shedder = new TaskShedder({ ...deps.config.overload, overflowTopic: overflowTopic(deps.appId) });
-    this.#progress = new TaskProgress(deps.config.processing.maxOutOfOrdernessMs);
+    this.#progress = new TaskProgress(deps.config.processing);
     this.#loop = new RecordLoop({
       appId: deps.appId,
       partition,
@@ -202,10 +202,11 @@ export class Task {
     const admin = await this.#deps.client.admin();
     const committed = await admin.committedOffsets(this.#deps.groupId, this.sub.sourceTopics);
     const wm = this.#progress.watermark;
-    wm.reset(watermarkTopics(this.sub));
-    this.#rc.watermark = undefined;
+    const mine = committed.filter((o) => o.partition === this.partition);
+    wm.reset(watermarkTopics(this.sub), this.#rc.now(), committedFloor(mine.map((o) => o.metadata)));
+    this.#rc.watermark = wm.value;
     for (const topic of this.sub.sourceTopics) {
-      const c = committed.find((o) => o.topic === topic && o.partition === this.partition);
+      const c = mine.find((o) => o.topic === topic);
       const t = eventTimeOf(c?.metadata);
       if (t !== undefined) wm.setTime(topic, t);
       let off = c && BigInt(c.offset) >= 0n ? BigInt(c.offset) : undefined;
@@ -282,13 +283,16 @@ export class Task {
   get watermark(): number | undefined {
     return this.#progress.watermark.value;
   }
+  /** Stream inputs idle now (`processing.idleTimeoutMs`): they do not hold the watermark (/status). */
+  get idleInputs(): string[] {
+    return this.#progress.watermark.idleTopics(this.#rc.now());
+  }
 
-  /** Recomputes the watermark from the partitions' times; fires the event-time timers it passes. */
-  #moveWatermark(): void {
-    const w = this.#progress.watermark.advance();
-    if (w === undefined) return;
-    this.#rc.watermark = w;
-    this.#fireTimers(w, undefined);
+  /** Moves the watermark (times, idleness); fires the timers it passes (on the tick, `now`'s too). */
+  #moveWatermark(now?: number): void {
+    const w = this.#progress.advanceWatermark(this.#rc.now());
+    if (w !== undefined) this.#rc.watermark = w;
+    if (w !== undefined || now !== undefined) this.#fireTimers(w, now);
   }
 
   /** Each due timer runs through the record loop's guard: clean context, rollback, error policy. */
@@ -297,11 +301,11 @@ export class Task {
   }
 
   /**
-   * Periodic work without input: processing-time timers. Throws like `process` (the `fail`
-   * policy, or a fault of Sluice or the machine): the worker fails or resets the task.
+   * Periodic work without input: processing-time timers, the watermark idleness moves. Throws
+   * like `process` (the `fail` policy, or a fault of Sluice or the machine): fail or reset.
    */
   tick(): void {
-    if (this.#state === 'running' && !this.#busy) this.#fireTimers(undefined, this.#rc.now());
+    if (this.#state === 'running' && !this.#busy) this.#moveWatermark(this.#rc.now());
   }
 
   /**

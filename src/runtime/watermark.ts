@@ -1,18 +1,35 @@
 import type { SubTopology } from '../topology/build.js';
 
+/** Idleness (`processing.idleTimeoutMs`, `processing.idleAdvanceMs`): 0 turns each off. */
+export interface Idleness {
+  /** A stream input with no record for this long stops holding the watermark back. */
+  timeoutMs: number;
+  /** Every stream input quiet for this long: the watermark follows the wall clock. */
+  advanceMs: number;
+}
+
 /**
  * A task's event time: per input topic (of its one partition) the max event time seen; the
- * watermark is the minimum over the stream inputs, less the allowed disorder.
+ * watermark is the minimum over the active stream inputs, less the allowed disorder. An input
+ * with no record for `timeoutMs` of wall time is idle and left out of the minimum (Flink's
+ * `withIdleness`; all idle: the maximum over them); once every input has been quiet for `advanceMs`, the watermark moves to the
+ * max event time seen plus the wall time since the last record, less the disorder, as if event
+ * time kept flowing with the wall clock. The watermark never goes back.
  */
 export class Watermark {
   /** Event time per input topic (max seen). */
   readonly #maxTs = new Map<string, number>();
+  /** Wall time of the last record per input topic (the task's start until one comes). */
+  readonly #lastActive = new Map<string, number>();
+  #lastRecord = 0;
   #watermark: number | undefined;
   #topics: string[] = [];
   readonly #maxOutOfOrdernessMs: number;
+  readonly #idle: Idleness;
 
-  constructor(maxOutOfOrdernessMs: number) {
+  constructor(maxOutOfOrdernessMs: number, idle: Idleness = { timeoutMs: 0, advanceMs: 0 }) {
     this.#maxOutOfOrdernessMs = maxOutOfOrdernessMs;
+    this.#idle = idle;
   }
 
   get value(): number | undefined {
@@ -28,23 +45,61 @@ export class Watermark {
     this.#maxTs.set(topic, t);
   }
 
-  /** Forgets every time and the watermark (a task's init); `topics` are the ones that make it. */
-  reset(topics: string[]): void {
-    this.#maxTs.clear();
-    this.#watermark = undefined;
-    this.#topics = topics;
+  /** A stream input delivered a record at wall time `now`: it is active (again). */
+  touch(topic: string, now: number): void {
+    this.#lastActive.set(topic, now);
+    if (now > this.#lastRecord) this.#lastRecord = now;
   }
 
-  /** Recomputes the watermark from the partitions' times: the new one if it moved forward, else undefined. */
-  advance(): number | undefined {
+  /** The stream inputs idle at wall time `now` (none when the idle timeout is off). */
+  idleTopics(now: number): string[] {
+    return this.#topics.filter((t) => this.#isIdle(t, now));
+  }
+
+  #isIdle(topic: string, now: number): boolean {
+    const timeout = this.#idle.timeoutMs;
+    return timeout > 0 && now - (this.#lastActive.get(topic) ?? this.#lastRecord) >= timeout;
+  }
+
+  /**
+   * Forgets every time and the watermark (a task's init); `topics` are the ones that make it,
+   * `now` starts their idle clocks, `floor` is a committed watermark it must not fall below.
+   */
+  reset(topics: string[], now = 0, floor?: number): void {
+    this.#maxTs.clear();
+    this.#lastActive.clear();
+    this.#watermark = floor;
+    this.#topics = topics;
+    this.#lastRecord = now;
+    for (const t of topics) this.#lastActive.set(t, now);
+  }
+
+  /**
+   * Recomputes the watermark from the partitions' times (and, with idleness, the wall clock
+   * `now`): the new one if it moved forward, else undefined.
+   */
+  advance(now = 0): number | undefined {
     if (this.#topics.length === 0) return undefined;
     let min = Number.POSITIVE_INFINITY;
+    let max = Number.NEGATIVE_INFINITY;
+    let held = false;
     for (const t of this.#topics) {
       const v = this.#maxTs.get(t);
-      if (v === undefined) return undefined; // a partition not heard from yet holds the watermark back
-      if (v < min) min = v;
+      if (v !== undefined && v > max) max = v;
+      if (this.#isIdle(t, now)) continue; // per record: no allocation
+      if (v === undefined)
+        held = true; // a partition not heard from yet holds the watermark back
+      else if (v < min) min = v;
     }
-    const w = min - this.#maxOutOfOrdernessMs;
+    // All idle: none will move on, so the max of their times is the minimum to come (Flink's flush).
+    if (min === Number.POSITIVE_INFINITY) min = max;
+    let w = held || min === Number.NEGATIVE_INFINITY ? undefined : min - this.#maxOutOfOrdernessMs;
+    const quiet = now - this.#lastRecord;
+    if (this.#idle.advanceMs > 0 && quiet >= this.#idle.advanceMs && max > Number.NEGATIVE_INFINITY) {
+      const flowing = max + quiet - this.#maxOutOfOrdernessMs;
+      if (w === undefined || flowing > w) w = flowing;
+    }
+    if (w === undefined) return undefined;
     if (this.#watermark !== undefined && w <= this.#watermark) return undefined;
     this.#watermark = w;
     return w;
@@ -59,17 +114,40 @@ export function watermarkTopics(sub: SubTopology): string[] {
   });
 }
 
-/** The offset commit's metadata carrying a partition's event time (`{"t": ms}`), or null. */
-export function eventTimeMetadata(t: number | undefined): string | null {
-  return t === undefined ? null : JSON.stringify({ t });
+/**
+ * The offset commit's metadata carrying a partition's event time and the task's watermark
+ * (`{"t": ms, "w": ms}`; the watermark may be ahead of the times when idleness moved it), or null.
+ */
+export function eventTimeMetadata(t: number | undefined, w?: number): string | null {
+  if (t === undefined && w === undefined) return null;
+  return JSON.stringify(w === undefined ? { t } : { t, w });
 }
 
 /** The event time a task committed with its offset (`{"t": ms}`), if any. */
 export function eventTimeOf(metadata: string | null | undefined): number | undefined {
+  return fieldOf(metadata, 't');
+}
+
+/** The highest watermark a task committed with its offsets (`{"w": ms}`), if any. */
+export function committedFloor(metadata: Array<string | null | undefined>): number | undefined {
+  let floor: number | undefined;
+  for (const m of metadata) {
+    const w = committedWatermarkOf(m);
+    if (w !== undefined && (floor === undefined || w > floor)) floor = w;
+  }
+  return floor;
+}
+
+/** The watermark a task committed with its offset (`{"w": ms}`), if any. */
+export function committedWatermarkOf(metadata: string | null | undefined): number | undefined {
+  return fieldOf(metadata, 'w');
+}
+
+function fieldOf(metadata: string | null | undefined, field: 't' | 'w'): number | undefined {
   if (!metadata) return undefined;
   try {
-    const t = (JSON.parse(metadata) as { t?: unknown }).t;
-    return typeof t === 'number' && Number.isFinite(t) ? t : undefined;
+    const v = (JSON.parse(metadata) as Record<string, unknown>)[field];
+    return typeof v === 'number' && Number.isFinite(v) ? v : undefined;
   } catch {
     return undefined;
   }

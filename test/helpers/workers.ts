@@ -5,7 +5,7 @@ import { dirname, join, resolve } from 'node:path';
 import type { TestContext } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { loadConfig } from '../../src/config/load.js';
-import type { SluiceConfig } from '../../src/config/schema.js';
+import type { SluiceConfig, SluiceConfigInput } from '../../src/config/schema.js';
 import { App, type RunningWorker, startWorker } from '../../src/index.js';
 import { brokers, deleteTopicsMatching, jobTopics } from './kafka.js';
 
@@ -198,12 +198,16 @@ export function workerGroup(t: TestContext, id: string) {
 
 /**
  * The configuration of an in-process worker (`startWorker`) for a test: the suite's broker, no
- * HTTP server, JSON logs at `level`, a fresh state folder.
+ * HTTP server, JSON logs at `level`, a fresh state folder, and the test's `processing` settings.
  */
-function inProcessConfig(level: 'silent' | 'warn' | 'info'): SluiceConfig {
+function inProcessConfig(
+  level: 'silent' | 'warn' | 'info',
+  processing?: SluiceConfigInput['processing'],
+): SluiceConfig {
   return loadConfig({
     env: { KAFKA_BROKERS: process.env.KAFKA_BROKERS },
     overrides: {
+      ...(processing ? { processing } : {}),
       http: { enabled: false },
       log: { level, format: 'json' },
       state: { dir: mkdtempSync(join(tmpdir(), 'sluice-')) },
@@ -225,7 +229,9 @@ export async function inProcessApp(t: TestContext, prefix: string, partitions: n
     await w?.stop();
     await deleteTopicsMatching(topics.id);
   });
-  const start = async (level: 'silent' | 'warn' | 'info' = 'warn') =>
-    (w = await startWorker(app, inProcessConfig(level)));
+  const start = async (
+    level: 'silent' | 'warn' | 'info' = 'warn',
+    processing?: SluiceConfigInput['processing'],
+  ) => (w = await startWorker(app, inProcessConfig(level, processing)));
   return { ...topics, app, start };
 }

@@ -55,7 +55,12 @@ test('windows should equal a reference for tumbling, hopping, sliding and sessio
     checkLateAndRetention(ref, flushKeys, await w.metrics(), changelog);
   } catch (e) {
     // Lateness here depends only on each partition's record order: say what the worker went through.
-    console.error(`--- ${w.name} ---\n${w.logs.filter((l) => !l.includes('"level":10')).slice(-80).join('\n')}`);
+    console.error(
+      `--- ${w.name} ---\n${w.logs
+        .filter((l) => !l.includes('"level":10'))
+        .slice(-80)
+        .join('\n')}`,
+    );
     throw e;
   }
 });
