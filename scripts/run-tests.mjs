@@ -10,6 +10,8 @@ import { runFiles } from '../dist/src/dev/kafka-config.js';
 import { startLocalKafka, stopLocalKafka } from '../dist/src/dev/local-kafka.js';
 
 const PORT_ENV = 'SLUICE_TEST_KAFKA_PORT_BASE';
+/** Test files run alone, before the others (see below). */
+const ALONE = /(^|\/)overload\.test\.js$/;
 const DEFAULT_PORT = 39092;
 /** Pairs of ports (client, controller) tried from the base: base, base + 2, … */
 const PORT_PAIRS = 10;
@@ -76,15 +78,50 @@ if (!env.KAFKA_BROKERS) {
   env.KAFKA_BROKERS = k.brokers.join(',');
   say(`${k.version} ready at ${env.KAFKA_BROKERS} in ${Date.now() - t0} ms (log ${k.logFile})`);
 }
-// --test-force-exit: a test file whose tests all finished must not keep the run alive through a
-// handle someone forgot (a kafkajs retry once kept one open for 10 minutes after passing).
-child = spawn(process.execPath, ['--test', '--test-concurrency=2', '--test-force-exit', ...targets], {
-  stdio: 'inherit',
-  env,
-});
-const code = await new Promise((r) => child.once('exit', (c, s) => r(c ?? (s ? 1 : 0))));
+// Files that measure the worker against the machine (the overload tests check shedding against
+// the true capacity of an injected cost, within 10 %) run first and alone: beside another test
+// file on 2 cores they measure the neighbour. Every other file runs two at a time.
+const alone = targets.filter((f) => ALONE.test(f));
+const shared = targets.filter((f) => !ALONE.test(f));
+const totals = { pass: 0, fail: 0, skipped: 0 };
+let code = 0;
+for (const [files, concurrency] of [
+  [alone, 1],
+  [shared, 2],
+]) {
+  if (files.length === 0 || signalled) continue;
+  const c = await runNodeTest(files, concurrency);
+  if (c !== 0) code = c;
+}
 await stopBroker();
+// One line for both runs (the last runner's own summary counts only its files).
+if (alone.length > 0 && shared.length > 0)
+  process.stdout.write(`${totals.pass} passed, ${totals.fail} failed, ${totals.skipped} skipped\n`);
 process.exit(code);
+
+/**
+ * One `node --test` run; its output goes through, and its summary counts are added to `totals`.
+ * --test-force-exit: a test file whose tests all finished must not keep the run alive through a
+ * handle someone forgot (a kafkajs retry once kept one open for 10 minutes after passing).
+ */
+async function runNodeTest(files, concurrency) {
+  child = spawn(
+    process.execPath,
+    ['--test', `--test-concurrency=${concurrency}`, '--test-force-exit', ...files],
+    { stdio: ['inherit', 'pipe', 'inherit'], env },
+  );
+  let tail = '';
+  child.stdout.on('data', (d) => {
+    process.stdout.write(d);
+    tail = (tail + d.toString()).slice(-4096);
+  });
+  const exit = await new Promise((r) => child.once('exit', (c, s) => r(c ?? (s ? 1 : 0))));
+  for (const key of Object.keys(totals)) {
+    const m = new RegExp(`^(?:#|\u2139) ${key} (\\d+)$`, 'm').exec(tail);
+    if (m) totals[key] += Number(m[1]);
+  }
+  return exit;
+}
 
 /**
  * A folder as the test files in it (`*.test.js`, at any depth, sorted): from Node 22 on,
