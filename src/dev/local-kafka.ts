@@ -167,7 +167,10 @@ export async function startLocalKafka(opts: StartLocalKafkaOptions = {}): Promis
   const running = await findOurBroker(files);
   if (running) return reuse(running);
   const ports = [port, controllerPort, security?.sasl?.port, security?.ssl?.port];
-  await checkPortsFree(ports, files);
+  // Fail fast on a busy port, before resolving jars; but not while another start of this data dir
+  // holds its lock: its broker may have bound the port before writing its pid file (a race seen
+  // on a loaded machine). The check after the lock below decides then.
+  if (!existsSync(join(files.dataDir, LOCK_FILE))) await checkPortsFree(ports, files);
 
   const { version, libsDir } = await locateJars(opts, env, log);
   const flavour = loggingFlavour(version);
