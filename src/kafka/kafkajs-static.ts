@@ -29,6 +29,7 @@
  * `assertKafkajsPatched` when a KafkaClient is made).
  */
 import { createRequire } from 'node:module';
+import { someInChain } from './error-chain.js';
 
 declare module 'kafkajs' {
   interface ConsumerConfig {
@@ -327,7 +328,5 @@ export const staticMembershipInstalled: boolean = staticMembershipProblem === un
 
 /** Whether `e` (or an error it wraps) says another process took over this member's instance id. */
 export function isFencedInstance(e: unknown): boolean {
-  for (let x: any = e, depth = 0; x != null && depth < 10; x = x.cause ?? x.originalError, depth++)
-    if (x.type === FENCED_INSTANCE_ID) return true;
-  return false;
+  return someInChain(e, (x) => x.type === FENCED_INSTANCE_ID);
 }

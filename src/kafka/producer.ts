@@ -1,5 +1,6 @@
 import './kafkajs-preload.js';
 import { CompressionTypes, type Producer, type RecordMetadata, type Transaction } from 'kafkajs';
+import { someInChain } from './error-chain.js';
 import type { OutRecord, TopicPartitionOffset } from './types.js';
 
 export type TopicRecords = ReadonlyMap<string, OutRecord[]>;
@@ -88,19 +89,12 @@ const FENCED_TYPES = new Set(['INVALID_PRODUCER_EPOCH', 'PRODUCER_FENCED', 'INVA
 const FENCED_CODES = new Set([47, 49, 90]);
 
 export function isFencedError(e: unknown): boolean {
-  const seen = new Set<unknown>();
-  let cur: unknown = e;
-  while (cur !== null && typeof cur === 'object' && !seen.has(cur)) {
-    seen.add(cur);
-    const x = cur as { type?: unknown; code?: unknown; cause?: unknown; originalError?: unknown };
-    if (typeof x.type === 'string' && FENCED_TYPES.has(x.type)) return true;
-    if (typeof x.code === 'number' && FENCED_CODES.has(x.code)) return true;
-    if (Array.isArray((cur as { errors?: unknown }).errors)) {
-      if ((cur as { errors: unknown[] }).errors.some((inner) => isFencedError(inner))) return true;
-    }
-    cur = x.cause ?? x.originalError;
-  }
-  return false;
+  return someInChain(
+    e,
+    (x) =>
+      (typeof x.type === 'string' && FENCED_TYPES.has(x.type)) ||
+      (typeof x.code === 'number' && FENCED_CODES.has(x.code)),
+  );
 }
 
 /** An idempotent producer for at-least-once: send, wait for acks=all. */
