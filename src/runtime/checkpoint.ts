@@ -43,6 +43,9 @@ export async function writeCheckpoint(
   producer: TransactionalProducer | undefined,
 ): Promise<void> {
   const started = performance.now();
+  // The interval runs from a checkpoint's start: records processed while it is in flight are
+  // due at the next one, one interval later, however long this commit takes.
+  progress.lastCheckpoint = Date.now();
   const app = d.appId;
   const committedNext = new Map(progress.toCommit);
   const dirtyRecords = progress.dirtyRecords;
@@ -84,7 +87,6 @@ export async function writeCheckpoint(
   for (const [topic, o] of committedNext)
     if (progress.toCommit.get(topic) === o) progress.toCommit.delete(topic);
   progress.dirtyRecords -= dirtyRecords;
-  progress.lastCheckpoint = Date.now();
   const now = Date.now();
   for (const [topic, l] of records) {
     if (topic === d.deadLetterTopic) continue;

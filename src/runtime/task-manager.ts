@@ -255,7 +255,14 @@ export class TaskManager {
   async beforeRejoin(): Promise<void> {
     const running = [...this.#tasks.values()].filter((t) => t.state === 'running' && t.hasPending);
     if (running.length === 0) return;
-    const all = Promise.all(running.map((t) => this.checkpoint(t)));
+    // A checkpoint in flight does not hold what was processed while it ran: wait for it, then
+    // take one more of everything.
+    const all = Promise.all(
+      running.map(async (t) => {
+        await t.idle();
+        await this.checkpoint(t);
+      }),
+    );
     let timer: NodeJS.Timeout | undefined;
     const bound = new Promise<void>((r) => {
       timer = setTimeout(r, REJOIN_CHECKPOINT_MS);

@@ -16,28 +16,11 @@ import { MutableRecordContext } from './record-context.js';
 import { RecordLoop } from './record-loop.js';
 import { TaskProgress } from './task-progress.js';
 import type { TaskState } from './task-state.js';
+import { type TaskStateName, transition } from './task-states.js';
 import { overflowTopic } from './topics.js';
 import { committedFloor, eventTimeOf, watermarkTopics } from './watermark.js';
 
-/**
- * A task: one partition of one sub-topology's input topics. It owns its operators, its keyed
- * state and (under exactly-once) its transactional producer `<appId>-<taskId>`, whose epoch
- * fences any zombie that still thinks it owns the task.
- *
- * States (allowed moves):
- *
- *     created ──init()──▶ restoring ──▶ running ──close()──▶ closed
- *                              ▲            │
- *                              └──reset()───┘   (a failed checkpoint: rebuild from the last one)
- */
-export const TASK_STATES = ['created', 'restoring', 'running', 'closed'] as const;
-export type TaskStateName = (typeof TASK_STATES)[number];
-const TRANSITIONS: Record<TaskStateName, readonly TaskStateName[]> = {
-  created: ['restoring', 'closed'],
-  restoring: ['running', 'restoring', 'closed'],
-  running: ['restoring', 'closed'],
-  closed: [],
-};
+export { TASK_STATES, type TaskStateName } from './task-states.js';
 
 export interface TaskDeps {
   appId: string;
@@ -59,6 +42,17 @@ export interface TaskDeps {
   now?: () => number;
 }
 
+/**
+ * A task: one partition of one sub-topology's input topics. It owns its operators, its keyed
+ * state and (under exactly-once) its transactional producer `<appId>-<taskId>`, whose epoch
+ * fences any zombie that still thinks it owns the task.
+ *
+ * States (allowed moves):
+ *
+ *     created ──init()──▶ restoring ──▶ running ──close()──▶ closed
+ *                              ▲            │
+ *                              └──reset()───┘   (a failed checkpoint: rebuild from the last one)
+ */
 export class Task {
   readonly id: string;
   readonly partition: number;
@@ -159,13 +153,7 @@ export class Task {
   }
 
   #to(next: TaskStateName): void {
-    if (!TRANSITIONS[this.#state].includes(next)) {
-      throw new SluiceError(
-        'SLUICE_TASK_CORRUPTED',
-        `task ${this.id}: illegal transition ${this.#state} → ${next}`,
-      );
-    }
-    this.#state = next;
+    this.#state = transition(this.id, this.#state, next);
   }
 
   /**
@@ -266,8 +254,19 @@ export class Task {
     return p.dirtyRecords > 0 || p.collector.count > 0 || (this.#store?.dirty ?? false);
   }
 
+  /** A commit interval has passed since the last checkpoint started. */
   get checkpointDue(): boolean {
     return Date.now() - this.#progress.lastCheckpoint >= this.#deps.config.processing.commitIntervalMs;
+  }
+
+  /**
+   * Batches are processed while a checkpoint is in flight (its snapshot was taken when it
+   * started; what comes after goes to the next one), except when that checkpoint has taken a
+   * whole commit interval already (a slow broker): then a batch waits, so that the work queued
+   * behind a commit stays bounded by one interval.
+   */
+  get checkpointBacklogged(): boolean {
+    return this.#busy !== undefined && this.checkpointDue;
   }
 
   /**
@@ -305,7 +304,7 @@ export class Task {
    * like `process` (the `fail` policy, or a fault of Sluice or the machine): fail or reset.
    */
   tick(): void {
-    if (this.#state === 'running' && !this.#busy) this.#moveWatermark(this.#rc.now());
+    if (this.#state === 'running') this.#moveWatermark(this.#rc.now());
   }
 
   /**

@@ -296,7 +296,7 @@ export class Worker {
       // Restoring: the batch is fetched again later. Never hold the consumer while stopping.
       return this.#manager.awaitReady(task, b.heartbeat, () => this.#state === 'running');
     }
-    await task.idle();
+    if (task.checkpointBacklogged) await task.idle();
     if (b.isStale() || !this.#manager.owns(task) || task.state !== 'running') return;
     try {
       const n = task.process(b.topic, b.records, b.resolveOffset);
@@ -307,7 +307,8 @@ export class Worker {
     const last = b.records[b.records.length - 1];
     // From the fetch's end, not the last record's: a trailing commit marker is no backlog.
     if (last) this.#setLag(b.topic, b.partition, b.highWatermark, b.fetchedTo ?? last.offset);
-    if (task.checkpointDue) await this.#manager.checkpoint(task);
+    // Not awaited: the next fetch and its processing overlap the commit (see Task.checkpointBacklogged).
+    if (task.checkpointDue) void this.#manager.checkpoint(task);
   }
 
   /** Lag = high watermark − position, the position being one past `lastOffset` (records or markers). */
