@@ -1,6 +1,7 @@
 /**
  * What must be in place before kafkajs 2.2.4 loads: the fixed read_committed filter
- * (aborted-filter.ts), the linear producer grouping (kafkajs-patch.ts) and static group
+ * (aborted-filter.ts), the linear producer grouping (kafkajs-patch.ts), the one-buffer produce
+ * request encoder (produce-encoder.ts) and static group
  * membership (kafkajs-static.ts, last: it loads kafkajs's consumer and index). Every file of
  * src/kafka that imports kafkajs imports this first, so that whichever is evaluated first, kafkajs
  * loads patched. {@link assertKafkajsPatched} (called by every KafkaClient) fails the worker at
@@ -10,6 +11,7 @@ import { createRequire } from 'node:module';
 import { SluiceError } from '../errors.js';
 import { abortedFilterInstalled } from './aborted-filter.js';
 import { kafkajsGroupingPatched } from './kafkajs-patch.js';
+import { produceEncoderPatched } from './produce-encoder.js';
 import { staticMembershipInstalled, staticMembershipProblem } from './kafkajs-static.js';
 
 /** The one kafkajs version whose internals src/kafka patches (package.json pins it). */
@@ -37,6 +39,7 @@ export function kafkajsPatchStatus(): KafkajsPatchStatus {
     version,
     patches: {
       'producer grouping (kafkajs-patch.ts)': kafkajsGroupingPatched,
+      'produce request encoder (produce-encoder.ts)': produceEncoderPatched,
       'read_committed aborted filter (aborted-filter.ts)': abortedFilterInstalled,
       'static membership (kafkajs-static.ts)': staticMembershipInstalled,
     },
