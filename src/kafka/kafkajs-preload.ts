@@ -11,8 +11,8 @@ import { createRequire } from 'node:module';
 import { SluiceError } from '../errors.js';
 import { abortedFilterInstalled } from './aborted-filter.js';
 import { kafkajsGroupingPatched } from './kafkajs-patch.js';
-import { produceEncoderPatched } from './produce-encoder.js';
 import { staticMembershipInstalled, staticMembershipProblem } from './kafkajs-static.js';
+import { produceEncoderPatched } from './produce-encoder.js';
 
 /** The one kafkajs version whose internals src/kafka patches (package.json pins it). */
 export const KAFKAJS_VERSION = '2.2.4';

@@ -82,7 +82,7 @@ const lengthOf = (v: unknown): number => {
   return Buffer.byteLength(String(v), 'utf8');
 };
 
-const sizeOfBytes = (len: number): number => sizeOfVarInt(len) + (len > 0 ? len : 0);
+const sizeOfBytes = (len: number): number => sizeOfVarInt(len) + Math.max(len, 0);
 
 /** Headers as kafkajs flattens them: an array value is one header per element. */
 function headerList(headers: Record<string, unknown> | undefined): Array<[string, unknown]> | undefined {

@@ -112,7 +112,9 @@ test('a compressed batch keeps kafkajs encoding', async () => {
     acks: -1,
     timeout: 1000,
     compression: 1,
-    topicData: [{ topic: 't', partitions: [{ partition: 0, messages: [{ key: 'a', value: 'x'.repeat(100) }] }] }],
+    topicData: [
+      { topic: 't', partitions: [{ partition: 0, messages: [{ key: 'a', value: 'x'.repeat(100) }] }] },
+    ],
   };
   const req = v3(args);
   const buf = (await req.encode()).buffer as Buffer;
