@@ -26,6 +26,7 @@ export {
   valueState,
 } from './api/state.js';
 export {
+  type AggregateOptions,
   ConnectedStreams,
   KeyedStream,
   type NamedOptions,

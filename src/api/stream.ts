@@ -2,6 +2,7 @@ import { TopologyError } from '../errors.js';
 import { repartitionTopic } from '../topology/build.js';
 import type { ErrorPolicy, GraphBuilder, GraphNode, StoreSpec } from '../topology/nodes.js';
 import type { ConnectProcessor, ProcessContext, Processor, RecordContext } from './context.js';
+import { cached } from './record-cache-mode.js';
 import { json, jsonOrBytes, keyString, type Serde, type Serdes } from './serdes.js';
 import {
   copyValue,
@@ -39,6 +40,16 @@ export interface OperatorOptions extends NamedOptions {
    * @example .map((v) => enrich(v), { onError: 'skip' })
    */
   onError?: ErrorPolicy;
+}
+
+/** Options of `count`, `reduce` and `aggregate`. */
+export interface AggregateOptions extends OperatorOptions {
+  /**
+   * Through the record cache (default true; bounded by `state.recordCacheMaxBytes`): at most one
+   * update per key per checkpoint goes downstream, the newest, as with Kafka Streams' record
+   * cache. `false` emits every update.
+   */
+  cache?: boolean;
 }
 
 /**
@@ -324,7 +335,7 @@ export class KeyedStream<K, V> extends Stream<K, V> {
   /** A running reduction per key; emits the new value for every record. */
   reduce(
     fn: (acc: V, value: V, ctx: RecordContext<K>) => V,
-    opts?: OperatorOptions & { serde?: Serde<V> },
+    opts?: AggregateOptions & { serde?: Serde<V> },
   ): KeyedStream<K, V> {
     return this.aggregate<V>(
       () => undefined as unknown as V,
@@ -333,36 +344,43 @@ export class KeyedStream<K, V> extends Stream<K, V> {
         name: opts?.name ?? this.app.graph.autoName('reduce'),
         serde: opts?.serde,
         onError: opts?.onError,
+        cache: opts?.cache,
       },
     );
   }
 
-  /** A running aggregate per key, from `init()`; emits the new aggregate for every record. */
+  /**
+   * A running aggregate per key, from `init()`; emits the new aggregate downstream, for every
+   * record or (with the record cache, the default) the newest per key at each checkpoint.
+   */
   aggregate<A>(
     init: () => A,
     fn: (acc: A, value: V, ctx: RecordContext<K>) => A,
-    opts?: OperatorOptions & { serde?: Serde<A> | undefined },
+    opts?: AggregateOptions & { serde?: Serde<A> | undefined },
   ): KeyedStream<K, A> {
     return this.process<A, { agg: ReturnType<typeof valueState<A>> }>(
-      {
-        state: { agg: valueState<A>(opts?.serde ?? json<A>()) },
-        onRecord(value, ctx) {
-          const prev = ctx.state.agg.get();
-          const next = fn(prev === undefined ? init() : prev, value, ctx);
-          ctx.state.agg.set(next);
-          ctx.emit(next);
+      cached(
+        {
+          state: { agg: valueState<A>(opts?.serde ?? json<A>()) },
+          onRecord(value, ctx) {
+            const prev = ctx.state.agg.get();
+            const next = fn(prev === undefined ? init() : prev, value, ctx);
+            ctx.state.agg.set(next);
+            ctx.emit(next);
+          },
         },
-      },
+        opts?.cache === false ? undefined : 'key',
+      ),
       { name: opts?.name ?? this.app.graph.autoName('aggregate'), onError: opts?.onError },
     );
   }
 
-  /** A running count per key; emits the new count for every record. */
-  count(opts?: OperatorOptions): KeyedStream<K, number> {
+  /** A running count per key; emits the new count (per record, or per key and checkpoint: `cache`). */
+  count(opts?: AggregateOptions): KeyedStream<K, number> {
     return this.aggregate<number>(
       () => 0,
       (n) => n + 1,
-      { name: opts?.name ?? this.app.graph.autoName('count'), onError: opts?.onError },
+      { name: opts?.name ?? this.app.graph.autoName('count'), onError: opts?.onError, cache: opts?.cache },
     );
   }
 }
@@ -653,8 +671,10 @@ export class WindowedStream<K, V> {
   #build<R>(fold: WindowFold<any, any, any>, what: string, named?: string): KeyedStream<K, Windowed<R>> {
     const parent = this.#parent;
     const name = named ?? this.#opts.name ?? parent.app_().graph.autoName(`window-${what}`);
+    // Updates (emit: 'update') go through the record cache, one per key and window per checkpoint.
+    const mode = this.#opts.emit === 'update' && this.#opts.cache !== false ? 'window' : undefined;
     const out = parent.process<Windowed<R>, any>(
-      liveState(windowProcessor(this.#spec, fold, this.#opts)) as any,
+      cached(liveState(windowProcessor(this.#spec, fold, this.#opts)), mode) as any,
       {
         name,
       },

@@ -71,6 +71,11 @@ export interface WindowOptions {
   grace?: number;
   /** `final` (default): one result when the window closes. `update`: a result on every change. */
   emit?: 'final' | 'update';
+  /**
+   * With `emit: 'update'`: through the record cache (default true), the newest result per key
+   * and window at each checkpoint; `false`: every change.
+   */
+  cache?: boolean;
 }
 
 /** How a windowed operator folds records into a window's accumulator. */

@@ -171,6 +171,16 @@ const state = z
       .int()
       .min(0)
       .default(64 * 1024 * 1024),
+    /**
+     * Memory bound of one worker's record caches (Kafka Streams' `statestore.cache.max.bytes`),
+     * shared out between its tasks: aggregations send at most one update per key per checkpoint
+     * downstream. 0 sends every update.
+     */
+    recordCacheMaxBytes: z
+      .number()
+      .int()
+      .min(0)
+      .default(10 * 1024 * 1024),
   })
   .strict();
 

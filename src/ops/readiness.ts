@@ -12,3 +12,18 @@ export function joiningReason(joiningForMs: number, sessionTimeoutMs: number): s
     `one that died is dropped once its session times out (kafka.sessionTimeoutMs = ${sessionTimeoutMs} ms)`
   );
 }
+
+/** `/readyz`: running, assigned once, and no task restoring. */
+export function readinessOf(w: {
+  state: string;
+  assignedOnce: boolean;
+  joiningForMs: number;
+  sessionTimeoutMs: number;
+  tasks: Iterable<{ id: string; state: string }>;
+}): { ready: boolean; reason?: string } {
+  if (w.state !== 'running') return { ready: false, reason: `worker ${w.state}` };
+  if (!w.assignedOnce) return { ready: false, reason: joiningReason(w.joiningForMs, w.sessionTimeoutMs) };
+  const restoring = [...w.tasks].filter((t) => t.state !== 'running').map((t) => t.id);
+  if (restoring.length > 0) return { ready: false, reason: `restoring ${restoring.join(', ')}` };
+  return { ready: true };
+}

@@ -93,38 +93,91 @@ export function applyErrorPolicy(c: DeadLetterContext, topic: string, r: InRecor
 }
 
 /**
- * Applies the error policy to a timer whose `onTimer` threw (`err` names its operator): `fail`
- * throws (the worker fails), `skip` and `dlq` count it (`sluice_errors_total{kind="timer"}`) and
- * log it once per kind, `dlq` also emits a dead letter describing the timer: its key, no value,
- * timestamped at the timer's time, with headers naming the error, the operator and the timer.
- * The timer is consumed either way (its deletion commits with the checkpoint).
+ * Applies the error policy to a due timer whose `onTimer` threw (an `OperatorError`): `fail`
+ * throws (the worker fails), `skip` and `dlq` count and log it once per kind, `dlq` also writes
+ * a dead letter describing the timer (its key, no value, `sluice.error.kind: timer`, the
+ * operator, the timer's time and domain). The caller has taken back the timer's outputs.
  */
 export function applyTimerErrorPolicy(c: DeadLetterContext, t: DueTimer, err: OperatorError): void {
+  applyNoInputErrorPolicy(
+    c,
+    {
+      what: `timer of operator ${err.operator} at ${t.ts} (${t.domain} time)`,
+      kind: 'timer',
+      key: t.key.length === 0 ? null : Buffer.from(t.key),
+      ts: t.ts,
+      headers: { [DLQ_HEADERS.timerTimestamp]: String(t.ts), [DLQ_HEADERS.timerDomain]: t.domain },
+      log: { timer: t.ts, domain: t.domain },
+    },
+    err,
+  );
+}
+
+/**
+ * Likewise for an aggregation's update held in the record cache (record-cache.ts) that failed
+ * downstream when it was flushed: a dead letter with kind `cache`, the key as JSON, no value.
+ */
+export function applyCacheFlushErrorPolicy(
+  c: DeadLetterContext,
+  u: { key: unknown; timestamp: number; operator: string },
+  err: OperatorError,
+): void {
+  let key: Buffer | null = null;
+  try {
+    if (u.key !== null && u.key !== undefined)
+      key = Buffer.isBuffer(u.key) ? u.key : Buffer.from(JSON.stringify(u.key) ?? String(u.key));
+  } catch {
+    key = Buffer.from(String(u.key));
+  }
+  applyNoInputErrorPolicy(
+    c,
+    {
+      what: `update of ${u.operator} flushed from the record cache, downstream in ${err.operator}`,
+      kind: 'cache',
+      key,
+      ts: u.timestamp,
+      headers: { [DLQ_HEADERS.timestamp]: String(u.timestamp) },
+      log: { source: u.operator },
+    },
+    err,
+  );
+}
+
+function applyNoInputErrorPolicy(
+  c: DeadLetterContext,
+  o: {
+    what: string;
+    kind: string;
+    key: Buffer | null;
+    ts: number;
+    headers: Record<string, string>;
+    log: Record<string, unknown>;
+  },
+  err: OperatorError,
+): void {
   const policy = err.policy ?? c.policy;
   const cause = err.cause;
   const e = cause instanceof Error ? cause : new Error(safeString(cause));
-  const what = `timer of operator ${err.operator} at ${t.ts} (${t.domain} time)`;
   if (policy === 'fail')
-    throw new SluiceError('SLUICE_OPERATOR', `${what} failed: ${e.message}`, { cause: e });
-  c.metrics.errors.inc({ app: c.appId, kind: 'timer' });
-  const sig = `timer:${err.operator}:${e.name}:${e.message.slice(0, 60)}`;
+    throw new SluiceError('SLUICE_OPERATOR', `${o.what} failed: ${e.message}`, { cause: e });
+  c.metrics.errors.inc({ app: c.appId, kind: o.kind });
+  const sig = `${o.kind}:${err.operator}:${e.name}:${e.message.slice(0, 60)}`;
   if (!c.seen.has(sig)) {
     c.seen.add(sig);
     if (c.seen.size > 1000) c.seen.clear();
     c.logger.warn(
-      { err: e, operator: err.operator, timer: t.ts, domain: t.domain, policy },
-      `${what} threw; logged once per kind`,
+      { err: e, operator: err.operator, ...o.log, policy },
+      `${o.what} threw; logged once per kind`,
     );
   }
   if (policy !== 'dlq') return;
   const headers: Headers = {
     [DLQ_HEADERS.errorClass]: e.name || 'Error',
     [DLQ_HEADERS.errorMessage]: (e.message || String(e)).slice(0, 1000),
-    [DLQ_HEADERS.errorKind]: 'timer',
+    [DLQ_HEADERS.errorKind]: o.kind,
     [DLQ_HEADERS.operator]: err.operator,
-    [DLQ_HEADERS.timerTimestamp]: String(t.ts),
-    [DLQ_HEADERS.timerDomain]: t.domain,
+    ...o.headers,
     [DLQ_HEADERS.partition]: String(c.partition),
   };
-  c.emitter.emit(c.deadLetterTopic, t.key.length === 0 ? null : Buffer.from(t.key), null, t.ts, headers);
+  c.emitter.emit(c.deadLetterTopic, o.key, null, o.ts, headers);
 }

@@ -98,6 +98,8 @@ export class TaskManager {
         d.consumer()?.seek(topic, partition, offset),
       deadLetterTopic: deadLetterTopic(d.appId),
       opCounts: d.opCounts,
+      // The worker's record cache bound, shared out between its tasks (as `cacheShare`).
+      recordCacheShare: () => Math.floor(d.config.state.recordCacheMaxBytes / Math.max(1, this.#tasks.size)),
     };
   }
 

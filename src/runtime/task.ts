@@ -1,24 +1,24 @@
 import type { SluiceConfig } from '../config/schema.js';
-import { SluiceError } from '../errors.js';
 import type { KafkaClient } from '../kafka/client.js';
 import type { PlainProducer, TransactionalProducer } from '../kafka/producer.js';
 import type { InRecord, TopicPartitionOffset } from '../kafka/types.js';
 import type { Logger } from '../ops/logger.js';
 import type { WorkerMetrics } from '../ops/metrics.js';
 import { OperatorCostSampler } from '../overload/operator-cost.js';
-import { createShedOp } from '../overload/shed-op.js';
 import { TaskShedder } from '../overload/shedder.js';
 import type { SubTopology } from '../topology/build.js';
 import { type CheckpointDeps, writeCheckpoint } from './checkpoint.js';
 import { deferred } from './deferred.js';
-import { compileOperators, type Op } from './operators.js';
+import type { Op } from './operators.js';
+import type { RecordCache } from './record-cache.js';
 import { MutableRecordContext } from './record-context.js';
-import { RecordLoop } from './record-loop.js';
+import type { RecordLoop } from './record-loop.js';
+import { resumeInputs } from './task-inputs.js';
+import { compileTaskOperators, taskParts } from './task-operators.js';
 import { TaskProgress } from './task-progress.js';
 import type { TaskState } from './task-state.js';
 import { type TaskStateName, transition } from './task-states.js';
 import { overflowTopic } from './topics.js';
-import { committedFloor, eventTimeOf, watermarkTopics } from './watermark.js';
 
 export { TASK_STATES, type TaskStateName } from './task-states.js';
 
@@ -40,6 +40,8 @@ export interface TaskDeps {
   opCounts?: Float64Array;
   /** The wall clock for processing time (default `Date.now`): a test driver passes its own. */
   now?: () => number;
+  /** This task's share of `state.recordCacheMaxBytes` (default: all of it). */
+  recordCacheShare?: () => number;
 }
 
 /**
@@ -75,6 +77,8 @@ export class Task {
   readonly shedder: TaskShedder;
   /** Overload: per-operator cost, timed on a sample of records. */
   readonly costs = new OperatorCostSampler();
+  /** Aggregations' updates, one per key until the next checkpoint (record-cache.ts). */
+  readonly #recordCache: RecordCache;
 
   constructor(id: string, sub: SubTopology, partition: number, deps: TaskDeps) {
     this.id = id;
@@ -87,36 +91,23 @@ export class Task {
     if (deps.now) this.#rc.now = deps.now;
     this.shedder = new TaskShedder({ ...deps.config.overload, overflowTopic: overflowTopic(deps.appId) });
     this.#progress = new TaskProgress(deps.config.processing);
-    this.#loop = new RecordLoop({
-      appId: deps.appId,
+    const parts = taskParts({
+      ...deps,
+      taskId: id,
       partition,
       sub,
+      eos: this.#eos,
+      logger: this.logger,
       rc: this.#rc,
       progress: this.#progress,
       shedder: this.shedder,
       costs: this.costs,
-      metrics: deps.metrics,
       moveWatermark: () => this.#moveWatermark(),
-      deadLetter: {
-        policy: deps.config.processing.errorPolicy,
-        logger: this.logger,
-        deadLetterTopic: deps.deadLetterTopic,
-        seen: new Set<string>(),
-      },
-    });
-    this.#checkpointDeps = {
-      appId: deps.appId,
-      taskId: id,
-      groupId: deps.groupId,
-      partition,
-      eos: this.#eos,
-      logger: this.logger,
-      metrics: deps.metrics,
-      deadLetterTopic: deps.deadLetterTopic,
-      overflowTopic: this.shedder.overflowTopic,
-      plainProducer: () => deps.plainProducer(),
       commitOffsets: (offsets) => this.commitOffsetsAtLeastOnce(offsets),
-    };
+    });
+    this.#loop = parts.loop;
+    this.#recordCache = parts.recordCache;
+    this.#checkpointDeps = parts.checkpointDeps;
   }
 
   /** Next offset to process on an input topic (for lag), once known. */
@@ -186,46 +177,31 @@ export class Task {
     // 2. Local state, replayed from the changelogs to their end.
     this.#store = await this.#deps.openState(this);
     if (this.isClosed) return this.#release();
-    // 3. Input offsets, and the operators.
-    const admin = await this.#deps.client.admin();
-    const committed = await admin.committedOffsets(this.#deps.groupId, this.sub.sourceTopics);
-    const wm = this.#progress.watermark;
-    const mine = committed.filter((o) => o.partition === this.partition);
-    wm.reset(watermarkTopics(this.sub), this.#rc.now(), committedFloor(mine.map((o) => o.metadata)));
-    this.#rc.watermark = wm.value;
-    for (const topic of this.sub.sourceTopics) {
-      const c = mine.find((o) => o.topic === topic);
-      const t = eventTimeOf(c?.metadata);
-      if (t !== undefined) wm.setTime(topic, t);
-      let off = c && BigInt(c.offset) >= 0n ? BigInt(c.offset) : undefined;
-      if (off === undefined) {
-        // No commit yet: start at the log's start, explicitly, so that a reset goes back there too.
-        const low = (await admin.offsets(topic)).find((p) => p.partition === this.partition)?.low;
-        off = BigInt(low ?? '0');
-      }
-      this.#progress.next.set(topic, off);
-      this.#deps.seek(topic, this.partition, off.toString());
-    }
-    this.#progress.clear();
-    const app = this.#deps.appId;
-    this.#ops = compileOperators(
-      this.sub.sources,
+    // 3. Input offsets (and event times), and the operators.
+    const seek = (t: string, o: string) => this.#deps.seek(t, this.partition, o);
+    await resumeInputs(
+      await this.#deps.client.admin(),
+      this.#deps.groupId,
+      this,
+      this.#progress,
       this.#rc,
-      this.#progress.collector,
-      (node, down, late) => {
-        if (!this.#store)
-          throw new SluiceError(
-            'SLUICE_TOPOLOGY_INVALID',
-            `operator ${node.name} needs state but the task has none`,
-          );
-        return this.#store.processOp(node, down, this.#rc, this.#progress.collector, late);
-      },
-      { late: (operator, action) => this.#deps.metrics.lateRecords.inc({ app, operator, action }) },
-      this.#deps.opCounts,
-      (node, down) =>
-        createShedOp(node, down, { shedder: this.shedder, rc: this.#rc, emitter: this.#progress.collector }),
-      this.costs,
+      seek,
     );
+    this.#progress.clear();
+    this.#recordCache.clear();
+    const { appId, metrics, opCounts } = this.#deps;
+    this.#ops = compileTaskOperators({
+      appId,
+      metrics,
+      opCounts,
+      sub: this.sub,
+      rc: this.#rc,
+      store: this.#store,
+      progress: this.#progress,
+      shedder: this.shedder,
+      costs: this.costs,
+      recordCache: this.#recordCache,
+    });
     this.#progress.lastCheckpoint = Date.now();
     if (this.isClosed) return this.#release();
     this.#to('running');
@@ -251,7 +227,8 @@ export class Task {
 
   get hasPending(): boolean {
     const p = this.#progress;
-    return p.dirtyRecords > 0 || p.collector.count > 0 || (this.#store?.dirty ?? false);
+    const held = this.#recordCache.size > 0 || (this.#store?.dirty ?? false);
+    return p.dirtyRecords > 0 || p.collector.count > 0 || held;
   }
 
   /** A commit interval has passed since the last checkpoint started. */
@@ -276,7 +253,9 @@ export class Task {
    */
   process(topic: string, records: InRecord[], resolveOffset: (o: string) => void): number {
     if (this.#state !== 'running') return 0;
-    return this.#loop.process(this.#ops, topic, records, resolveOffset);
+    const n = this.#loop.process(this.#ops, topic, records, resolveOffset);
+    if (this.#recordCache.size > 0) this.#recordCache.evict(this.#rc);
+    return n;
   }
 
   get watermark(): number | undefined {
@@ -314,6 +293,13 @@ export class Task {
    */
   checkpoint(): Promise<void> {
     if (this.#busy) return this.#busy;
+    if (this.#state === 'running' && this.#recordCache.size > 0) {
+      try {
+        this.flushRecordCache();
+      } catch (e) {
+        return Promise.reject(e);
+      }
+    }
     if (this.#state !== 'running' || !this.hasPending) {
       this.#progress.lastCheckpoint = Date.now();
       return Promise.resolve();
@@ -328,6 +314,14 @@ export class Task {
     });
     this.#busy = p;
     return p;
+  }
+
+  /**
+   * Sends the aggregations' held updates downstream (into this checkpoint). Throws like
+   * `process` (the `fail` policy, or a fault of Sluice or the machine).
+   */
+  flushRecordCache(): void {
+    if (this.#state === 'running' && !this.#busy) this.#recordCache.flush(this.#rc);
   }
 
   /** Commits offsets through the group; filled in by the worker (it owns the consumer). */
@@ -362,6 +356,7 @@ export class Task {
     if (this.isClosed) return;
     this.logger.warn({ err: reason }, 'task resets to its last checkpoint');
     this.#progress.clear();
+    this.#recordCache.clear();
     await this.#release();
     if (this.isClosed) return;
     await this.#init();

@@ -11,7 +11,7 @@ import { type MemberInfo, taskIdOf } from '../kafka/task-assigner.js';
 import { GroupView } from '../ops/group-view.js';
 import type { Logger } from '../ops/logger.js';
 import { createWorkerMetrics, initWorkerMetrics, type WorkerMetrics } from '../ops/metrics.js';
-import { joiningReason } from '../ops/readiness.js';
+import { readinessOf } from '../ops/readiness.js';
 import { buildStatus, type StatusSection } from '../ops/status.js';
 import { OverloadController } from '../overload/controller.js';
 import { validateOverload } from '../overload/validate.js';
@@ -193,15 +193,10 @@ export class Worker {
 
   /** Ready: in the group, with every owned task restored and running. */
   readiness(): { ready: boolean; reason?: string } {
-    if (this.#state !== 'running') return { ready: false, reason: `worker ${this.#state}` };
-    if (!this.#assignedOnce)
-      return {
-        ready: false,
-        reason: joiningReason(Date.now() - this.#joinSince, this.config.kafka.sessionTimeoutMs),
-      };
-    const restoring = [...this.#manager.tasks.values()].filter((t) => t.state !== 'running').map((t) => t.id);
-    if (restoring.length > 0) return { ready: false, reason: `restoring ${restoring.join(', ')}` };
-    return { ready: true };
+    const { sessionTimeoutMs } = this.config.kafka;
+    const joiningForMs = Date.now() - this.#joinSince;
+    const w = { state: this.#state, assignedOnce: this.#assignedOnce, joiningForMs, sessionTimeoutMs };
+    return readinessOf({ ...w, tasks: this.#manager.tasks.values() });
   }
 
   liveness(): boolean {
@@ -344,6 +339,11 @@ export class Worker {
    * before the local RocksDB batch was attempted, and RocksDB applies a batch entirely or not at all.
    */
   #failOverOnFullDisk(task: Task, e: unknown): boolean {
+    // The `fail` policy met at a checkpoint (an update flushed from the record cache) fails too.
+    if (e instanceof SluiceError && e.code === 'SLUICE_OPERATOR') {
+      this.#fail(e);
+      return true;
+    }
     if (!(e instanceof StateIoError && e.diskFull)) return false;
     this.metrics.errors.inc({ app: this.app.id, kind: 'state_disk_full' });
     this.logger.error(
