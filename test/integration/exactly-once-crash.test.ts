@@ -3,7 +3,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type TestContext, test } from 'node:test';
-import { deleteTopicsMatching, jobTopics, produce, readAll } from '../helpers/kafka.js';
+import { createTopics, deleteTopicsMatching, jobTopics, produce, readAll } from '../helpers/kafka.js';
 import { assertExactRunningSums, rng } from '../helpers/running-sum.js';
 import { spawnWorker, type WorkerProcess } from '../helpers/workers.js';
 
@@ -47,7 +47,12 @@ async function anyNotReady(workers: Array<WorkerProcess | undefined>): Promise<b
 
 async function crashRun(t: TestContext, guarantee: 'exactly_once' | 'at_least_once', seed: number) {
   const random = rng(seed);
-  const { id, input, output, env } = await jobTopics(guarantee === 'exactly_once' ? 't-eos' : 't-alos', 4);
+  const topics = await jobTopics(guarantee === 'exactly_once' ? 't-eos' : 't-alos', 4);
+  const { id, input, output } = topics;
+  // Under exactly-once, also the running sum as a cached aggregate (record cache).
+  const cached = guarantee === 'exactly_once' ? `${id}-cached` : undefined;
+  if (cached) await createTopics([{ topic: cached, partitions: 4 }]);
+  const env = cached ? { ...topics.env, TEST_CACHED_OUTPUT: cached } : topics.env;
   // Input: key k gets values v; expected prefix sums per key in input order (one input partition
   // per record key, re-keyed by k through the repartition topic).
   const values: Array<{ key: string; value: string }> = [];
@@ -120,7 +125,8 @@ async function crashRun(t: TestContext, guarantee: 'exactly_once' | 'at_least_on
     if (out.length < N || process.env.TEST_DEBUG) {
       for (const w of workers) console.error(`--- ${w?.name} ---\n${w?.logs.slice(-40).join('\n')}`);
     }
-    return { out, expected, inputSeqs, workers };
+    const cachedOut = cached ? await readAll(cached, { timeoutMs: 60_000, settleMs: 4000 }) : [];
+    return { out, cachedOut, expected, inputSeqs, workers };
   } finally {
     await cleanup();
   }
@@ -129,8 +135,21 @@ async function crashRun(t: TestContext, guarantee: 'exactly_once' | 'at_least_on
 test('exactly-once should survive repeated SIGKILLs of 3 workers: every running sum once, in order, exact', {
   timeout: 480_000,
 }, async (t) => {
-  const { out, expected } = await crashRun(t, 'exactly_once', 42);
+  const { out, cachedOut, expected } = await crashRun(t, 'exactly_once', 42);
   assertExactRunningSums(out, expected);
+  // The cached aggregate: per key, rising prefix sums (never one twice, never a wrong one),
+  // ending with the key's total; fewer records than updates.
+  const seen = new Map<string, number>();
+  for (const r of cachedOut) {
+    const v = JSON.parse(r.value!) as { k: string; sum: number; n: number };
+    const before = seen.get(v.k) ?? 0;
+    assert.ok(v.n > before, `key ${v.k}: update ${v.n} after ${before}`);
+    assert.equal(v.sum, expected.get(v.k)![v.n - 1], `key ${v.k}: the sum of its first ${v.n} records`);
+    seen.set(v.k, v.n);
+  }
+  for (const [k, sums] of expected) assert.equal(seen.get(k), sums.length, `key ${k}: its last update`);
+  t.diagnostic(`cached aggregate: ${cachedOut.length} outputs for ${N} updates`);
+  assert.ok(cachedOut.length < N, 'the record cache absorbed updates');
 });
 
 test('at-least-once should survive repeated SIGKILLs without losing an update', {
