@@ -27,7 +27,8 @@ export interface TaskState {
   resizeCache?(maxBytes: number): void;
   /**
    * Reads one key of a store for a state query: the write-back cache first (so the answer
-   * includes writes not yet checkpointed), then RocksDB; `undefined` when absent.
+   * includes writes not yet checkpointed), then RocksDB; `undefined` when absent. A map or list
+   * store answers the record key's whole map (`Map`) or list (array).
    */
   read?(store: string, key: Buffer): unknown;
   close(): Promise<void>;
