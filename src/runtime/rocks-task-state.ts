@@ -133,6 +133,7 @@ export class RocksTaskState implements TaskState {
 
   writeChangelog(out: Map<string, OutRecord[]>, partition: number): void {
     this.#snapshotWrites = this.#writes;
+    for (const t of this.#timers) t.snapshot?.();
     if (this.#writes === 0) return;
     const dirty = this.cache.dirty();
     const ops: WriteOp[] = new Array(dirty.length);
@@ -193,6 +194,7 @@ export class RocksTaskState implements TaskState {
     this.rocks.writeSync(this.#pendingOps, encodeCheckpointMeta(meta));
     this.#meta = meta;
     this.cache.markClean();
+    for (const t of this.#timers) t.committed?.();
     this.#pendingOps = [];
     this.#pendingLast.clear();
     // Writes made while the commit was in flight stay dirty (the cache keeps them) and pending.
