@@ -5,8 +5,40 @@ import type { RocksStore, RocksStoreOptions, ScanOptions, WriteOp } from '../sta
 interface Folder {
   stores: Map<string, Map<string, Buffer>>;
   /** Store → its keys in order (latin1 compares like the bytes), for range reads. */
-  sorted: Map<string, string[]>;
+  sorted: Map<string, Index>;
   meta: Buffer | undefined;
+}
+
+/**
+ * A store's keys in order, brought up to date at the next range read: keys put since then wait in
+ * `added` and deletes are counted, so a batch costs O(batch) and the next read one merge.
+ */
+interface Index {
+  keys: string[];
+  added: string[];
+  removed: number;
+}
+
+function newIndex(): Index {
+  return { keys: [], added: [], removed: 0 };
+}
+
+/** The index's keys, merged with what was put and without what was deleted since. */
+function current(ix: Index, present: ReadonlyMap<string, unknown>): string[] {
+  if (ix.added.length === 0 && ix.removed === 0) return ix.keys;
+  const add = ix.added.sort();
+  const out: string[] = [];
+  let i = 0;
+  let j = 0;
+  while (i < ix.keys.length || j < add.length) {
+    const k = j >= add.length || (i < ix.keys.length && ix.keys[i]! <= add[j]!) ? ix.keys[i++]! : add[j++]!;
+    if (out.length > 0 && out[out.length - 1] === k) continue;
+    if (present.has(k)) out.push(k);
+  }
+  ix.keys = out;
+  ix.added = [];
+  ix.removed = 0;
+  return out;
 }
 
 /** The first index of `keys` (sorted) whose key is ≥ `k` (or > `k` when `after`). */
@@ -41,7 +73,7 @@ export class MemoryStorage {
     for (const s of o.stores)
       if (!f.stores.has(s)) {
         f.stores.set(s, new Map());
-        f.sorted.set(s, []);
+        f.sorted.set(s, newIndex());
       }
     this.#open.add(o.dir);
     const store = new MemoryStore(o, f, () => this.#open.delete(o.dir));
@@ -111,12 +143,12 @@ class MemoryStore {
     if (this.#closed) throw new Error(`state folder ${this.dir} is closed`);
     for (const op of ops) {
       const c = this.#f.stores.get(op.store)!;
-      const sorted = this.#f.sorted.get(op.store)!;
+      const ix = this.#f.sorted.get(op.store)!;
       const k = op.key.toString('latin1');
       if (op.value === null) {
-        if (c.delete(k)) sorted.splice(lowerBound(sorted, k), 1);
+        if (c.delete(k)) ix.removed++;
       } else {
-        if (!c.has(k)) sorted.splice(lowerBound(sorted, k), 0, k);
+        if (!c.has(k)) ix.added.push(k);
         c.set(k, Buffer.from(op.value));
       }
     }
@@ -131,7 +163,7 @@ class MemoryStore {
   /** Keys compare as latin1 strings, which is RocksDB's unsigned byte order. */
   scanSync(store: string, opts: ScanOptions = {}): Array<[Buffer, Buffer]> {
     const c = this.#column(store);
-    const sorted = this.#f.sorted.get(store)!;
+    const sorted = current(this.#f.sorted.get(store)!, c);
     let lo = 0;
     let hi = sorted.length;
     if (opts.gte !== undefined) lo = Math.max(lo, lowerBound(sorted, opts.gte.toString('latin1')));
@@ -152,12 +184,12 @@ class MemoryStore {
 
   async clear(store: string): Promise<void> {
     this.#column(store).clear();
-    this.#f.sorted.set(store, []);
+    this.#f.sorted.set(store, newIndex());
   }
 
   async wipeAll(): Promise<void> {
     for (const c of this.#f.stores.values()) c.clear();
-    for (const k of this.#f.sorted.keys()) this.#f.sorted.set(k, []);
+    for (const k of this.#f.sorted.keys()) this.#f.sorted.set(k, newIndex());
     this.#f.meta = undefined;
   }
 
