@@ -15,14 +15,26 @@ export interface ValueStateDescriptor<T> {
   readonly serde: Serde<T>;
   readonly __type?: T;
 }
+/**
+ * A map per record key, stored one entry per map key (see docs/ARCHITECTURE.md, "State layout"):
+ * a `set` writes one RocksDB key and one changelog record, whatever the map's size.
+ */
 export interface MapStateDescriptor<K, V> {
   readonly kind: 'map';
-  readonly serde: Serde<Array<[K, V]>>;
+  /** Serde of the map's keys. Their bytes order the map (`entries()` is in that order). */
+  readonly keySerde: Serde<K>;
+  /** Serde of the map's values. */
+  readonly serde: Serde<V>;
   readonly __type?: [K, V];
 }
+/**
+ * A list per record key, stored one entry per element: an `add` writes one RocksDB key and one
+ * changelog record, whatever the list's length.
+ */
 export interface ListStateDescriptor<T> {
   readonly kind: 'list';
-  readonly serde: Serde<T[]>;
+  /** Serde of one element. */
+  readonly serde: Serde<T>;
   readonly __type?: T;
 }
 
@@ -30,14 +42,15 @@ export interface ListStateDescriptor<T> {
 export function valueState<T>(serde: Serde<T> = json<T>()): ValueStateDescriptor<T> {
   return { kind: 'value', serde };
 }
-/** A map per key. @example state: { seen: mapState<string, number>() } */
-export function mapState<K, V>(
-  serde: Serde<Array<[K, V]>> = json<Array<[K, V]>>(),
-): MapStateDescriptor<K, V> {
-  return { kind: 'map', serde };
+/**
+ * A map per key, with a serde for its keys and one for its values (JSON by default).
+ * @example state: { seen: mapState<string, number>({ key: string() }) }
+ */
+export function mapState<K, V>(serdes: { key?: Serde<K>; value?: Serde<V> } = {}): MapStateDescriptor<K, V> {
+  return { kind: 'map', keySerde: serdes.key ?? json<K>(), serde: serdes.value ?? json<V>() };
 }
-/** A list per key. @example state: { recent: listState<Reading>() } */
-export function listState<T>(serde: Serde<T[]> = json<T[]>()): ListStateDescriptor<T> {
+/** A list per key; the serde is one element's (JSON by default). @example state: { recent: listState<Reading>() } */
+export function listState<T>(serde: Serde<T> = json<T>()): ListStateDescriptor<T> {
   return { kind: 'list', serde };
 }
 
@@ -52,7 +65,11 @@ export interface ValueState<T> {
   set(value: T): void;
   clear(): void;
 }
-/** The current key's map. Iteration order is insertion order. Values are copied in and out, as in {@link ValueState}. */
+/**
+ * The current key's map. Iteration (`entries`, `keys`) is in the byte order of the serialized map
+ * keys (RocksDB's order), not insertion order; `size` and iteration read the whole map. Values
+ * are copied in and out, as in {@link ValueState}; `set(k, null)` is refused (use `delete`).
+ */
 export interface MapState<K, V> {
   get(key: K): V | undefined;
   set(key: K, value: V): void;
@@ -63,7 +80,11 @@ export interface MapState<K, V> {
   readonly size: number;
   clear(): void;
 }
-/** The current key's list. `get()` returns a copy; `add` and `update` store copies (see {@link ValueState}). */
+/**
+ * The current key's list. `get()` returns a copy; `add` and `update` store copies (see
+ * {@link ValueState}). `add` costs one entry; `get` reads the whole list; `update` rewrites every
+ * element (and deletes those past the new end). Null elements are refused.
+ */
 export interface ListState<T> {
   get(): readonly T[];
   add(value: T): void;

@@ -2,13 +2,14 @@ import { TopologyError } from '../errors.js';
 import { repartitionTopic } from '../topology/build.js';
 import type { ErrorPolicy, GraphBuilder, GraphNode, StoreSpec } from '../topology/nodes.js';
 import type { ConnectProcessor, ProcessContext, Processor, RecordContext } from './context.js';
+import { type JoinBufferKey, joinBufferKeySerde } from './join-buffer.js';
 import { cached } from './record-cache-mode.js';
 import { json, jsonOrBytes, keyString, type Serde, type Serdes } from './serdes.js';
 import {
   copyValue,
   LIVE_STATE,
-  listState,
   liveState,
+  mapState,
   type StateDescriptor,
   type StateNotGiven,
   valueState,
@@ -516,19 +517,35 @@ function streamJoin<K, L, Rt, R>(
   if (typeof joiner !== 'function') throw new TopologyError('join needs a joiner function');
   const name = opts.name ?? `join-${left.node.name}-${right.node.name}`;
   // A record is late when t + within + grace ≤ watermark. Each side buffers its records
-  // ([time, value], by key) until no on-time record of the other side can join them any more:
+  // (time → value, by key) until no on-time record of the other side can join them any more:
   // an on-time partner has u > W − within − grace and u ≤ t + within, so until W ≥ t + 2·within + grace.
-  type Buf = Array<[number, unknown]>;
+  // The buffers are map state keyed by (time, tag), one entry per record, in time order: a record
+  // costs one entry, its partners are read as a run, and pruning deletes a prefix.
+  type Buf = {
+    entries(): IterableIterator<[JoinBufferKey, unknown]>;
+    set(k: JoinBufferKey, v: unknown): void;
+    delete(k: JoinBufferKey): void;
+  };
+  let lastRecord = '';
+  let n = 0;
+  const tagOf = (c: { topic: string; partition: number; offset: string }) => {
+    const at = `${c.topic}:${c.partition}:${c.offset}`;
+    if (at === lastRecord) n++;
+    else {
+      lastRecord = at;
+      n = 0;
+    }
+    return `${at}:${n}`;
+  };
   const side = (mine: 'l' | 'r', theirs: 'l' | 'r', leftFirst: boolean) => (value: unknown, c: any) => {
     const t: number = c.timestamp;
     const w: number | undefined = c.watermark;
     if (w !== undefined && t + within + grace <= w) return c.late(value);
-    const buf: Buf = c.state[mine].get() as Buf;
-    buf.push([t, copyValue(value)]);
-    c.state[mine].update(buf);
+    (c.state[mine] as Buf).set({ t, tag: tagOf(c) }, copyValue(value));
     c.timers.atEventTime(t + within + grace);
-    for (const [u, other] of c.state[theirs].get() as Buf) {
-      if (Math.abs(u - t) > within) continue;
+    for (const [{ t: u }, other] of (c.state[theirs] as Buf).entries()) {
+      if (u > t + within) break;
+      if (u < t - within) continue;
       // The buffered partner is the stored one (live state): the user's joiner gets a copy.
       const o = copyValue(other);
       const out = leftFirst ? joiner(value as L, o as Rt, c) : joiner(o as L, value as Rt, c);
@@ -537,14 +554,21 @@ function streamJoin<K, L, Rt, R>(
   };
   const joined = left.connect(right).process<R, any>(
     liveState({
-      state: { l: listState<[number, L]>(), r: listState<[number, Rt]>() },
+      state: {
+        l: mapState<JoinBufferKey, L>({ key: joinBufferKeySerde() }),
+        r: mapState<JoinBufferKey, Rt>({ key: joinBufferKeySerde() }),
+      },
       onLeft: side('l', 'r', true),
       onRight: side('r', 'l', false),
       onTimer(ts, ctx) {
         for (const s of ['l', 'r'] as const) {
-          const buf = ctx.state[s].get() as Buf;
-          const keep = buf.filter(([t]) => t + 2 * within + grace > ts);
-          if (keep.length !== buf.length) ctx.state[s].update(keep);
+          const buf = ctx.state[s] as Buf;
+          const expired: JoinBufferKey[] = [];
+          for (const [k] of buf.entries()) {
+            if (k.t + 2 * within + grace > ts) break;
+            expired.push(k);
+          }
+          for (const k of expired) buf.delete(k);
         }
       },
     }),

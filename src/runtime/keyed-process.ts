@@ -1,20 +1,11 @@
-import type { Serde } from '../api/serdes.js';
-import { copyValue, LIVE_STATE, type ListState, type MapState, type ValueState } from '../api/state.js';
+import { copyValue, LIVE_STATE, type ValueState } from '../api/state.js';
 import { isSluiceFault, OperatorError, SluiceError } from '../errors.js';
 import type { GraphNode } from '../topology/nodes.js';
+import { type Copy, type KeyScope, listHandle, live, mapHandle } from './collection-state.js';
 import type { Op } from './operators.js';
 import type { MutableRecordContext } from './record-context.js';
 import { approxSize, type KeyedState } from './task-state.js';
 import { TimerService } from './timers.js';
-
-/** The key the handles of one process operator are scoped to right now. */
-interface KeyScope {
-  bytes: Buffer;
-}
-
-/** How a handle copies values in and out: `copyValue`, or not at all for Sluice's own processors. */
-type Copy = <T>(v: T) => T;
-const live: Copy = (v) => v;
 
 function valueHandle(store: string, scope: KeyScope, st: KeyedState, copy: Copy): ValueState<unknown> {
   const cache = st.cache;
@@ -28,89 +19,6 @@ function valueHandle(store: string, scope: KeyScope, st: KeyedState, copy: Copy)
     clear() {
       cache.delete(store, scope.bytes);
       st.noteWrite();
-    },
-  };
-}
-
-function mapHandle(store: string, scope: KeyScope, st: KeyedState, copy: Copy): MapState<unknown, unknown> {
-  const cache = st.cache;
-  // The cache holds a Map per key; stored as an array of entries (the serde's shape).
-  // The store's serde decodes to a Map (see mapStoreSerde), so the cache holds Maps.
-  const load = (): Map<unknown, unknown> | undefined =>
-    cache.get(store, scope.bytes) as Map<unknown, unknown> | undefined;
-  const save = (m: Map<unknown, unknown>) => {
-    if (m.size === 0) cache.delete(store, scope.bytes);
-    else cache.set(store, scope.bytes, m, approxSize(scope.bytes, m));
-    st.noteWrite();
-  };
-  return {
-    get: (k) => copy(load()?.get(k)),
-    has: (k) => load()?.has(k) ?? false,
-    set(k, v) {
-      const m = load() ?? new Map();
-      m.set(k, copy(v));
-      save(m);
-    },
-    delete(k) {
-      const m = load();
-      if (m?.delete(k)) save(m);
-    },
-    entries: () => {
-      const it = (load() ?? new Map()).entries();
-      if (copy === live) return it;
-      return (function* () {
-        for (const [k, v] of it) yield [k, copyValue(v)] as [unknown, unknown];
-      })();
-    },
-    keys: () => (load() ?? new Map()).keys(),
-    get size() {
-      return load()?.size ?? 0;
-    },
-    clear() {
-      cache.delete(store, scope.bytes);
-      st.noteWrite();
-    },
-  };
-}
-
-function listHandle(store: string, scope: KeyScope, st: KeyedState, copy: Copy): ListState<unknown> {
-  const cache = st.cache;
-  return {
-    get: () => copy((cache.get(store, scope.bytes) as unknown[] | undefined) ?? []),
-    add(value) {
-      const v = copy(value);
-      const cur = cache.get(store, scope.bytes) as unknown[] | undefined;
-      const next = cur === undefined ? [v] : cur;
-      if (cur !== undefined) cur.push(v);
-      cache.set(store, scope.bytes, next, approxSize(scope.bytes, next));
-      st.noteWrite();
-    },
-    update(values) {
-      if (values.length === 0) cache.delete(store, scope.bytes);
-      else
-        cache.set(
-          store,
-          scope.bytes,
-          copy === live ? [...values] : copy(values),
-          approxSize(scope.bytes, values),
-        );
-      st.noteWrite();
-    },
-    clear() {
-      cache.delete(store, scope.bytes);
-      st.noteWrite();
-    },
-  };
-}
-
-/** Serde for map state that turns the cached Map back into the stored array of entries. */
-export function mapStoreSerde(inner: Serde<Array<[unknown, unknown]>>): Serde<unknown> {
-  return {
-    name: `map(${inner.name})`,
-    serialize: (v) => inner.serialize(v instanceof Map ? [...v] : (v as Array<[unknown, unknown]>)),
-    deserialize: (b) => {
-      const arr = inner.deserialize(b);
-      return arr === null ? undefined : new Map(arr);
     },
   };
 }
@@ -144,8 +52,8 @@ export function createProcessOp(
       d.kind === 'value'
         ? valueHandle(s.name, scope, st, copy)
         : d.kind === 'map'
-          ? mapHandle(s.name, scope, st, copy)
-          : listHandle(s.name, scope, st, copy);
+          ? mapHandle(s.name, scope, st, copy, d.keySerde, d.serde)
+          : listHandle(s.name, scope, st, copy, d.serde);
   }
   let currentKey: unknown = null;
   let emitTs: number | undefined;

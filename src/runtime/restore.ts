@@ -12,7 +12,6 @@ import {
 } from '../state/checkpoint-meta.js';
 import { RocksStore, type WriteOp } from '../state/rocks-store.js';
 import { changelogTopic } from '../topology/build.js';
-import { mapStoreSerde } from './keyed-process.js';
 import { RocksTaskState, type StateContext, type StoreInfo } from './rocks-task-state.js';
 import type { Task } from './task.js';
 import type { TaskState } from './task-state.js';
@@ -47,11 +46,11 @@ export async function openTaskState(task: Task, ctx: StateContext): Promise<Task
   const dir = join(ctx.config.state.dir, ctx.appId, task.id);
   const stores = new Map<string, StoreInfo>();
   for (const spec of task.sub.stores) {
-    const d = spec.descriptor;
+    // A map's or list's store holds one entry per map key or element: the serde is an entry's.
     stores.set(spec.name, {
       spec,
       changelog: changelogTopic(ctx.appId, spec.name),
-      serde: d.kind === 'map' ? mapStoreSerde(d.serde) : d.serde,
+      serde: spec.descriptor.serde,
     });
   }
   const started = Date.now();

@@ -15,6 +15,7 @@ import {
 import type { RocksStore, RocksStoreOptions, WriteOp } from '../state/rocks-store.js';
 import { WriteBackCache } from '../state/write-back-cache.js';
 import type { GraphNode, StoreSpec } from '../topology/nodes.js';
+import { readCollection } from './collection-state.js';
 import type { Collector } from './collector.js';
 import { createProcessOp } from './keyed-process.js';
 import type { Op } from './operators.js';
@@ -80,8 +81,12 @@ export class RocksTaskState implements TaskState {
     this.#ctx = ctx;
     this.#taskId = task.id;
     this.#partition = task.partition;
+    // Map and list stores: an entry's group is its record key's prefix (see collection-state.ts).
+    const collections = new Set<string>();
+    for (const [name, info] of stores) if (info.spec.descriptor.kind !== 'value') collections.add(name);
     this.cache = new WriteBackCache<unknown>({
       maxBytes: ctx.cacheBytes ?? ctx.config.state.cacheMaxBytes,
+      groupOf: (store, key) => (collections.has(store) && key.length >= 4 ? 4 + key.readUInt32BE(0) : 0),
       loader: (store, key) => {
         const raw = rocks.getSync(store, key);
         if (raw === undefined) return { value: undefined, size: 64 + key.length };
@@ -128,6 +133,7 @@ export class RocksTaskState implements TaskState {
 
   writeChangelog(out: Map<string, OutRecord[]>, partition: number): void {
     this.#snapshotWrites = this.#writes;
+    for (const t of this.#timers) t.snapshot?.();
     if (this.#writes === 0) return;
     const dirty = this.cache.dirty();
     const ops: WriteOp[] = new Array(dirty.length);
@@ -188,6 +194,7 @@ export class RocksTaskState implements TaskState {
     this.rocks.writeSync(this.#pendingOps, encodeCheckpointMeta(meta));
     this.#meta = meta;
     this.cache.markClean();
+    for (const t of this.#timers) t.committed?.();
     this.#pendingOps = [];
     this.#pendingLast.clear();
     // Writes made while the commit was in flight stay dirty (the cache keeps them) and pending.
@@ -233,6 +240,17 @@ export class RocksTaskState implements TaskState {
   read(store: string, key: Buffer): unknown {
     const info = this.stores.get(store);
     if (!info) return undefined;
+    const d = info.spec.descriptor;
+    if (d.kind !== 'value')
+      return readCollection(
+        this.rocks,
+        this.cache,
+        store,
+        d.kind,
+        d.kind === 'map' ? d.keySerde : undefined,
+        d.serde,
+        key,
+      );
     const cached = this.cache.peek(store, key);
     if (cached) return cached.value;
     const raw = this.rocks.getSync(store, key);

@@ -27,7 +27,8 @@ export interface TaskState {
   resizeCache?(maxBytes: number): void;
   /**
    * Reads one key of a store for a state query: the write-back cache first (so the answer
-   * includes writes not yet checkpointed), then RocksDB; `undefined` when absent.
+   * includes writes not yet checkpointed), then RocksDB; `undefined` when absent. A map or list
+   * store answers the record key's whole map (`Map`) or list (array).
    */
   read?(store: string, key: Buffer): unknown;
   close(): Promise<void>;
@@ -53,11 +54,16 @@ export interface TimerSource {
    * when given. Returns how many.
    */
   fire(domain: 'event' | 'processing', upTo: number, guard?: TimerGuard): number;
+  /** A checkpoint takes its snapshot of the dirty state (before its changelog records are made). */
+  snapshot?(): void;
+  /** That checkpoint committed: RocksDB holds what it wrote. */
+  committed?(): void;
 }
 
 /**
  * What the state handles and timers of a process operator need of their task's keyed state
- * (`RocksTaskState`): the write-back cache, the RocksDB stores behind it (timers load from them),
+ * (`RocksTaskState`): the write-back cache, the RocksDB stores behind it (timers and map/list
+ * reads range-read them),
  * a count of writes, and a place to register timers.
  * An interface here, so that keyed-process.ts and timers.ts need not import rocks-task-state.ts
  * (which compiles process operators with them).

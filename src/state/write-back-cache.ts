@@ -20,6 +20,12 @@
  * Absent keys are cached too (negative caching), as are deletes (tombstones): `get` returns
  * `undefined` for both. `V` must therefore not include `undefined`.
  *
+ * **Groups** (map and list state): with `groupOf`, a key whose first bytes name a group (the
+ * entries of one record key's map or list) is indexed under it, so that {@link scanGroup} can
+ * enumerate a group: the cached entries, dirty ones included, over what RocksDB holds. A group
+ * read whole once is *complete* while none of its entries has been evicted, and is then served
+ * from memory without a RocksDB range read.
+ *
  * @example
  * const cache = new WriteBackCache<number>({
  *   maxBytes: 64 * 1024 * 1024,
@@ -43,7 +49,15 @@ export interface WriteBackCacheOptions<V> {
   maxBytes: number;
   /** Synchronous read-through on a miss. It may return the same object every time. */
   loader: (store: string, key: Buffer) => Loaded<V>;
+  /**
+   * How many leading bytes of `key` name its group (0: none). Called when an entry is created.
+   * Keys of one group must share those bytes, and no group's bytes may start another's.
+   */
+  groupOf?: (store: string, key: Buffer) => number;
 }
+
+/** A row of a group read from RocksDB: the key, its decoded value and its approximate size. */
+export type GroupRow<V> = readonly [key: Buffer, value: V, size: number];
 
 export interface DirtyEntry<V> {
   store: string;
@@ -63,6 +77,8 @@ class Entry<V> {
   seq: number;
   prev: Entry<V> | null = null;
   next: Entry<V> | null = null;
+  /** The group the key belongs to, if any. */
+  group: Group<V> | null = null;
 
   constructor(
     readonly store: string,
@@ -80,10 +96,28 @@ class Entry<V> {
   }
 }
 
+/** The cached entries of one group, and whether they are all of it. */
+class Group<V> {
+  readonly members = new Map<string, Entry<V>>();
+  /** Every key of the group that RocksDB or the cache holds is a member. */
+  complete = false;
+  /** Members in key order, until membership changes. */
+  sorted: Array<Entry<V>> | null = null;
+  /** The greatest key that joined the group (latin1), tombstones included. */
+  max: string | undefined;
+  constructor(
+    readonly groups: Map<string, Group<V>>,
+    readonly id: string,
+  ) {}
+}
+
 export class WriteBackCache<V> {
   private maxBytes: number;
   private readonly loader: (store: string, key: Buffer) => Loaded<V>;
   private readonly stores = new Map<string, Map<string, Entry<V>>>();
+  private readonly groupOf: ((store: string, key: Buffer) => number) | undefined;
+  /** Store → group id (the key's leading bytes, latin1) → group. */
+  private readonly groups = new Map<string, Map<string, Group<V>>>();
   /** Sentinel of the clean-entry LRU list: `head.next` is the least recently used. */
   private readonly head: Entry<V>;
   private dirtyList: Array<Entry<V>> = [];
@@ -101,6 +135,7 @@ export class WriteBackCache<V> {
     if (!(opts.maxBytes >= 0)) throw new RangeError(`maxBytes must be >= 0, got ${opts.maxBytes}`);
     this.maxBytes = opts.maxBytes;
     this.loader = opts.loader;
+    this.groupOf = opts.groupOf;
     this.head = new Entry<V>('', new Map(), '', undefined, 0, false, 0);
     this.head.prev = this.head;
     this.head.next = this.head;
@@ -151,9 +186,78 @@ export class WriteBackCache<V> {
     }
     this._misses++;
     const loaded = this.loader(store, key);
-    this.insertClean(store, map, k, loaded.value, loaded.size);
+    this.join(store, key, this.insertClean(store, map, k, loaded.value, loaded.size));
     this.evict();
     return loaded.value;
+  }
+
+  /**
+   * The live entries of a group (keys starting with `prefix`, which must be a whole group id),
+   * in key order: from memory when the group is complete, else `load()` (a RocksDB range read of
+   * the prefix, decoded) with the cached entries over it (dirty ones win; tombstones hide rows).
+   * The rows read are cached clean and the group becomes complete, then the cache evicts down to
+   * its bound (which may make the group incomplete again: the answer is whole all the same).
+   */
+  scanGroup(store: string, prefix: Buffer, load: () => ReadonlyArray<GroupRow<V>>): Array<[Buffer, V]> {
+    const id = prefix.toString('latin1');
+    let g = this.groups.get(store)?.get(id);
+    if (g?.complete) {
+      this._hits++;
+      const out: Array<[Buffer, V]> = [];
+      for (const e of this.sortedOf(g)) {
+        if (!e.dirty) this.touch(e);
+        if (e.value !== undefined) out.push([Buffer.from(e.k, 'latin1'), e.value]);
+      }
+      return out;
+    }
+    this._misses++;
+    const rows = load();
+    const map = this.storeMap(store);
+    for (const [key, value, size] of rows) {
+      const k = key.toString('latin1');
+      const e = map.get(k);
+      if (e === undefined) this.join(store, key, this.insertClean(store, map, k, value, size));
+      else if (!e.dirty) this.touch(e);
+    }
+    g = this.groups.get(store)?.get(id);
+    const out: Array<[Buffer, V]> = [];
+    if (g !== undefined) {
+      g.complete = true;
+      for (const e of this.sortedOf(g))
+        if (e.value !== undefined) out.push([Buffer.from(e.k, 'latin1'), e.value]);
+    }
+    this.evict();
+    return out;
+  }
+
+  /**
+   * The greatest key of a group that is cached (written or deleted since the last checkpoint
+   * included) or, unless the group is complete, that `rocksLast` (a reverse RocksDB read of the
+   * prefix, limit 1) finds: where a list appends. Neither loads nor touches anything.
+   */
+  lastInGroup(store: string, prefix: Buffer, rocksLast: () => Buffer | undefined): Buffer | undefined {
+    const g = this.groups.get(store)?.get(prefix.toString('latin1'));
+    let best = g?.max;
+    if (g?.complete !== true) {
+      const r = rocksLast()?.toString('latin1');
+      if (r !== undefined && (best === undefined || r > best)) best = r;
+    }
+    return best === undefined ? undefined : Buffer.from(best, 'latin1');
+  }
+
+  /**
+   * The cached entries of a group in key order, `undefined` values for deletes and absent keys,
+   * without loading, touching or counting (for state queries, like {@link peek}).
+   */
+  peekGroup(store: string, prefix: Buffer): Array<[Buffer, V | undefined]> {
+    const g = this.groups.get(store)?.get(prefix.toString('latin1'));
+    if (g === undefined) return [];
+    return this.sortedOf(g).map((e) => [Buffer.from(e.k, 'latin1'), e.value]);
+  }
+
+  /** The number of cached entries of a group (tombstones included); for tests. */
+  groupSize(store: string, prefix: Buffer): number {
+    return this.groups.get(store)?.get(prefix.toString('latin1'))?.members.size ?? 0;
   }
 
   /**
@@ -224,12 +328,14 @@ export class WriteBackCache<V> {
       this._entries--;
     }
     map.clear();
+    this.groups.delete(store);
     this.dirtyList = this.dirtyList.filter((e) => e.store !== store);
   }
 
   /** Drops everything, dirty entries included. Counters other than bytes and entries remain. */
   clear(): void {
     for (const map of this.stores.values()) map.clear();
+    this.groups.clear();
     this.head.prev = this.head;
     this.head.next = this.head;
     this.dirtyList = [];
@@ -249,6 +355,7 @@ export class WriteBackCache<V> {
       this.dirtyList.push(created);
       this._entries++;
       this._bytes += size;
+      this.join(store, key, created);
     } else {
       this._bytes += size - e.size;
       e.value = value;
@@ -269,12 +376,35 @@ export class WriteBackCache<V> {
     k: string,
     value: V | undefined,
     size: number,
-  ): void {
+  ): Entry<V> {
     const e = new Entry(store, map, k, value, size, false, 0);
     map.set(k, e);
     this.linkTail(e);
     this._entries++;
     this._bytes += size;
+    return e;
+  }
+
+  /** Adds a new entry to its group (when `groupOf` names one). */
+  private join(store: string, key: Buffer, e: Entry<V>): void {
+    if (this.groupOf === undefined) return;
+    const n = this.groupOf(store, key);
+    if (!(n > 0)) return;
+    const id = e.k.slice(0, n);
+    let groups = this.groups.get(store);
+    if (groups === undefined) this.groups.set(store, (groups = new Map()));
+    let g = groups.get(id);
+    if (g === undefined) groups.set(id, (g = new Group<V>(groups, id)));
+    g.members.set(e.k, e);
+    g.sorted = null;
+    if (g.max === undefined || e.k > g.max) g.max = e.k;
+    e.group = g;
+  }
+
+  private sortedOf(g: Group<V>): Array<Entry<V>> {
+    if (g.sorted === null)
+      g.sorted = [...g.members.values()].sort((a, b) => (a.k < b.k ? -1 : a.k > b.k ? 1 : 0));
+    return g.sorted;
   }
 
   private storeMap(store: string): Map<string, Entry<V>> {
@@ -297,6 +427,16 @@ export class WriteBackCache<V> {
 
   private remove(e: Entry<V>): void {
     if (!e.dirty) this.unlink(e);
+    const g = e.group;
+    if (g !== null) {
+      // The group lost an entry that RocksDB still holds: it must be read from there again.
+      g.members.delete(e.k);
+      // (An absent key's entry going changes nothing: RocksDB lacks it too.)
+      if (e.value !== undefined) g.complete = false;
+      g.sorted = null;
+      if (g.members.size === 0) g.groups.delete(g.id);
+      e.group = null;
+    }
     e.map.delete(e.k);
     this._bytes -= e.size;
     this._entries--;

@@ -4,7 +4,54 @@ import type { RocksStore, RocksStoreOptions, ScanOptions, WriteOp } from '../sta
 /** The contents of one task folder: store → key (latin1) → value, plus the meta entry. */
 interface Folder {
   stores: Map<string, Map<string, Buffer>>;
+  /** Store → its keys in order (latin1 compares like the bytes), for range reads. */
+  sorted: Map<string, Index>;
   meta: Buffer | undefined;
+}
+
+/**
+ * A store's keys in order, brought up to date at the next range read: keys put since then wait in
+ * `added` and deletes are counted, so a batch costs O(batch) and the next read one merge.
+ */
+interface Index {
+  keys: string[];
+  added: string[];
+  removed: number;
+}
+
+function newIndex(): Index {
+  return { keys: [], added: [], removed: 0 };
+}
+
+/** The index's keys, merged with what was put and without what was deleted since. */
+function current(ix: Index, present: ReadonlyMap<string, unknown>): string[] {
+  if (ix.added.length === 0 && ix.removed === 0) return ix.keys;
+  const add = ix.added.sort();
+  const out: string[] = [];
+  let i = 0;
+  let j = 0;
+  while (i < ix.keys.length || j < add.length) {
+    const k = j >= add.length || (i < ix.keys.length && ix.keys[i]! <= add[j]!) ? ix.keys[i++]! : add[j++]!;
+    if (out.length > 0 && out[out.length - 1] === k) continue;
+    if (present.has(k)) out.push(k);
+  }
+  ix.keys = out;
+  ix.added = [];
+  ix.removed = 0;
+  return out;
+}
+
+/** The first index of `keys` (sorted) whose key is ≥ `k` (or > `k` when `after`). */
+function lowerBound(keys: readonly string[], k: string, after = false): number {
+  let lo = 0;
+  let hi = keys.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    const m = keys[mid]!;
+    if (m < k || (after && m === k)) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
 }
 
 /**
@@ -22,8 +69,12 @@ export class MemoryStorage {
   open = async (o: RocksStoreOptions): Promise<RocksStore> => {
     if (this.#open.has(o.dir)) throw new StateLockedError(o.dir, process.pid, 'opened twice in this process');
     let f = this.#folders.get(o.dir);
-    if (!f) this.#folders.set(o.dir, (f = { stores: new Map(), meta: undefined }));
-    for (const s of o.stores) if (!f.stores.has(s)) f.stores.set(s, new Map());
+    if (!f) this.#folders.set(o.dir, (f = { stores: new Map(), sorted: new Map(), meta: undefined }));
+    for (const s of o.stores)
+      if (!f.stores.has(s)) {
+        f.stores.set(s, new Map());
+        f.sorted.set(s, newIndex());
+      }
     this.#open.add(o.dir);
     const store = new MemoryStore(o, f, () => this.#open.delete(o.dir));
     // Everything the runtime calls on a RocksStore, with the same meaning (see the class).
@@ -92,9 +143,14 @@ class MemoryStore {
     if (this.#closed) throw new Error(`state folder ${this.dir} is closed`);
     for (const op of ops) {
       const c = this.#f.stores.get(op.store)!;
+      const ix = this.#f.sorted.get(op.store)!;
       const k = op.key.toString('latin1');
-      if (op.value === null) c.delete(k);
-      else c.set(k, Buffer.from(op.value));
+      if (op.value === null) {
+        if (c.delete(k)) ix.removed++;
+      } else {
+        if (!c.has(k)) ix.added.push(k);
+        c.set(k, Buffer.from(op.value));
+      }
     }
     if (meta !== undefined) this.#f.meta = Buffer.from(meta);
   }
@@ -107,21 +163,20 @@ class MemoryStore {
   /** Keys compare as latin1 strings, which is RocksDB's unsigned byte order. */
   scanSync(store: string, opts: ScanOptions = {}): Array<[Buffer, Buffer]> {
     const c = this.#column(store);
-    const gte = opts.gte?.toString('latin1');
-    const gt = opts.gt?.toString('latin1');
-    const lte = opts.lte?.toString('latin1');
-    const lt = opts.lt?.toString('latin1');
-    const keys = [...c.keys()]
-      .filter(
-        (k) =>
-          (gte === undefined || k >= gte) &&
-          (gt === undefined || k > gt) &&
-          (lte === undefined || k <= lte) &&
-          (lt === undefined || k < lt),
-      )
-      .sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+    const sorted = current(this.#f.sorted.get(store)!, c);
+    let lo = 0;
+    let hi = sorted.length;
+    if (opts.gte !== undefined) lo = Math.max(lo, lowerBound(sorted, opts.gte.toString('latin1')));
+    if (opts.gt !== undefined) lo = Math.max(lo, lowerBound(sorted, opts.gt.toString('latin1'), true));
+    if (opts.lt !== undefined) hi = Math.min(hi, lowerBound(sorted, opts.lt.toString('latin1')));
+    if (opts.lte !== undefined) hi = Math.min(hi, lowerBound(sorted, opts.lte.toString('latin1'), true));
+    if (opts.limit !== undefined && opts.limit >= 0 && hi - lo > opts.limit) {
+      if (opts.reverse) lo = hi - opts.limit;
+      else hi = lo + opts.limit;
+    }
+    const keys = lo < hi ? sorted.slice(lo, hi) : [];
     if (opts.reverse) keys.reverse();
-    const n = opts.limit !== undefined && opts.limit >= 0 ? Math.min(opts.limit, keys.length) : keys.length;
+    const n = keys.length;
     const out = new Array<[Buffer, Buffer]>(n);
     for (let i = 0; i < n; i++) out[i] = [Buffer.from(keys[i]!, 'latin1'), c.get(keys[i]!)!];
     return out;
@@ -129,10 +184,12 @@ class MemoryStore {
 
   async clear(store: string): Promise<void> {
     this.#column(store).clear();
+    this.#f.sorted.set(store, newIndex());
   }
 
   async wipeAll(): Promise<void> {
     for (const c of this.#f.stores.values()) c.clear();
+    for (const k of this.#f.sorted.keys()) this.#f.sorted.set(k, newIndex());
     this.#f.meta = undefined;
   }
 

@@ -1,6 +1,7 @@
 import type { Serde } from '../api/serdes.js';
 import type { RocksTaskState } from '../runtime/rocks-task-state.js';
 import type { Task } from '../runtime/task.js';
+import { decodeCollectionKey } from '../state/key-codec.js';
 
 /** One store of the job, read across all its tasks: what a state query would answer, and more. */
 export interface StateView<K = unknown, V = unknown> {
@@ -31,10 +32,32 @@ export function stateView<K, V>(name: string, keySerde: Serde<K>, tasks: () => T
       throw new Error(`store ${name}: no task of it is running (crashed? call driver.restart())`);
     return out;
   };
+  const inRange = (k: Buffer, from?: Buffer, to?: Buffer) =>
+    !(from && Buffer.compare(k, from) < 0) && !(to && Buffer.compare(k, to) >= 0);
+  /** A map or list store: one entry per map key or element, grouped here by record key. */
+  const collections = (s: RocksTaskState, from?: Buffer, to?: Buffer) => {
+    const keys = new Map<string, Buffer>();
+    const add = (k: Buffer) => {
+      const { key } = decodeCollectionKey(k);
+      if (inRange(key, from, to)) keys.set(key.toString('latin1'), Buffer.from(key));
+    };
+    for (const [k] of s.rocks.scanSync(name)) add(k);
+    for (const e of s.cache.dirty()) if (e.store === name) add(e.key);
+    const out = new Map<string, { key: Buffer; value: unknown }>();
+    for (const [id, key] of keys) {
+      const value = s.read(name, key);
+      if (value !== undefined) out.set(id, { key, value });
+    }
+    return out;
+  };
   const entries = (from?: Buffer, to?: Buffer) => {
     const rows = new Map<string, { key: Buffer; value: unknown }>();
     for (const s of live()) {
       const info = s.stores.get(name)!;
+      if (info.spec.descriptor.kind !== 'value') {
+        for (const [k, r] of collections(s, from, to)) rows.set(k, r);
+        continue;
+      }
       const mine = new Map<string, { key: Buffer; value: unknown }>();
       // Committed state from RocksDB, then what the cache holds on top of it (uncommitted writes).
       const scan = s.rocks.scanSync(name, { ...(from ? { gte: from } : {}), ...(to ? { lt: to } : {}) });

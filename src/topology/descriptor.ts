@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { Serde } from '../api/serdes.js';
+import type { StateDescriptor } from '../api/state.js';
 import type { Topology } from './build.js';
 
 /**
@@ -61,6 +62,17 @@ export function partitionsOf(topology: Topology, counts: ReadonlyMap<string, num
   return plan;
 }
 
+/**
+ * What a store's values are: the serde of a value state; `entries:<key>:<value>` for map state and
+ * `elements:<serde>` for list state, stored one entry per map key or element (older versions
+ * stored one blob per record key, under the bare serde's fingerprint: a layout change).
+ */
+function storeValueFingerprint(d: StateDescriptor): string {
+  if (d.kind === 'map') return `entries:${serdeFingerprint(d.keySerde)}:${serdeFingerprint(d.serde)}`;
+  if (d.kind === 'list') return `elements:${serdeFingerprint(d.serde)}`;
+  return serdeFingerprint(d.serde);
+}
+
 /** The descriptor of a topology, with the partition count of each sub-topology (its plan). */
 export function describeForRecord(topology: Topology, plan: ReadonlyMap<number, number>): TopologyDescriptor {
   return {
@@ -79,7 +91,7 @@ export function describeForRecord(topology: Topology, plan: ReadonlyMap<number, 
                 changelog: topology.stores.find((x) => x.name === st.name)!.changelog,
                 kind: st.descriptor.kind,
                 key: serdeFingerprint(n.parents[0]?.keySerde),
-                value: serdeFingerprint(st.descriptor.serde),
+                value: storeValueFingerprint(st.descriptor),
               })),
         ),
         sinks: s.sinkTopics.filter((t) => !topology.repartitionTopics.has(t)),

@@ -20,7 +20,7 @@ export async function taskHarness(app: App, overrides: SluiceConfigInput = {}) {
   const sub = app.topology().subtopologies[0]!;
   const dir = mkdtempSync(join(tmpdir(), 'sluice-task-'));
   const config = loadConfig({
-    overrides: { ...overrides, kafka: { brokers: ['127.0.0.1:1'] }, state: { dir } },
+    overrides: { ...overrides, kafka: { brokers: ['127.0.0.1:1'] }, state: { ...overrides.state, dir } },
     env: {},
   });
   const commits: Array<Map<string, OutRecord[]>> = [];

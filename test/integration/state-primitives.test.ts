@@ -62,12 +62,16 @@ class Model {
       this.#add('count', k, { op: 'count', k, n: s.n });
       this.#add('reduce', k, { op: 'reduce', k, sum: s.sum, seq });
       this.#add('aggregate', k, { op: 'aggregate', k, n: s.n, sq: s.sq, max: s.max });
+      // Map state iterates in the byte order of its serialized keys (JSON here), as RocksDB stores them.
+      const entries = [...s.hist.entries()].sort((a, b) =>
+        Buffer.compare(Buffer.from(JSON.stringify(a[0])), Buffer.from(JSON.stringify(b[0]))),
+      );
       this.#add('process', k, {
         op: 'process',
         k,
         seq,
-        entries: [...s.hist.entries()],
-        keys: [...s.hist.keys()],
+        entries,
+        keys: entries.map(([key]) => key),
         size: s.hist.size,
         had: s.hist.has(v),
         recent,

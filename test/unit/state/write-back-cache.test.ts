@@ -194,3 +194,46 @@ test('write-back cache should fall back to RocksDB after clear() drops uncommitt
   await checkpoint();
   assert.equal(rocks.getSync('counts', k('a')), undefined);
 });
+
+test('write-back cache groups should overlay cached entries on the rows read, serve a complete group from memory, and lose completeness on eviction', () => {
+  const rowsOf = new Map([
+    ['ga', 'A'],
+    ['gb', 'B'],
+    ['gc', 'C'],
+  ]);
+  let reads = 0;
+  const cache = new WriteBackCache<string>({
+    maxBytes: 1000,
+    loader: (_s, key) => ({ value: rowsOf.get(key.toString()), size: 10 }),
+    groupOf: (_s, key) => (key[0] === 0x67 /* g */ ? 1 : 0),
+  });
+  const load = () => {
+    reads++;
+    return [...rowsOf].map(([k, v]) => [Buffer.from(k), v, 10] as const);
+  };
+  const scan = () => cache.scanGroup('s', k('g'), load).map(([key, v]) => `${key}=${v}`);
+  cache.set('s', k('gb'), 'B2', 10); // dirty: wins over the row
+  cache.delete('s', k('gc')); // tombstone: hides the row
+  cache.set('s', k('gd'), 'D', 10); // not in RocksDB yet
+  assert.deepEqual(scan(), ['ga=A', 'gb=B2', 'gd=D']);
+  assert.equal(reads, 1);
+  assert.deepEqual(scan(), ['ga=A', 'gb=B2', 'gd=D'], 'complete: from memory');
+  assert.equal(reads, 1);
+  cache.set('s', k('g0'), 'Z', 10); // a new member of a complete group is seen without a read
+  assert.deepEqual(scan(), ['g0=Z', 'ga=A', 'gb=B2', 'gd=D']);
+  assert.equal(reads, 1);
+  assert.equal(
+    cache.lastInGroup('s', k('g'), () => assert.fail('complete: no RocksDB read'))?.toString(),
+    'gd',
+  );
+  // Evicting a clean member (ga) makes the group incomplete: the next scan reads RocksDB again.
+  cache.resize(cache.bytes - 1);
+  cache.resize(1000);
+  assert.deepEqual(scan(), ['g0=Z', 'ga=A', 'gb=B2', 'gd=D']);
+  assert.equal(reads, 2);
+  assert.equal(
+    cache.lastInGroup('h', k('h'), () => Buffer.from('h9'))?.toString(),
+    'h9',
+    'uncached: from RocksDB',
+  );
+});

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { type Serde, string } from '../../../src/api/serdes.js';
 import type { KeyedStream } from '../../../src/api/stream.js';
-import { App, json, number, valueState } from '../../../src/index.js';
+import { App, json, listState, mapState, number, valueState } from '../../../src/index.js';
 import {
   describeForRecord,
   descriptorHash,
@@ -138,4 +138,34 @@ test('serdeFingerprint should name built-ins and hash custom serdes by name and 
   assert.equal(serdeFingerprint(custom(1)), serdeFingerprint(custom(1)));
   assert.notEqual(serdeFingerprint(custom(1)), serdeFingerprint(custom(2)));
   assert.equal(serdeFingerprint({ ...custom(1), fingerprint: 'mine-v1' }), 'mine-v1');
+});
+
+test('map and list stores should be fingerprinted with their per-entry layout, so a blob-layout record is a breaking change', () => {
+  const app = new App({ id: 'shop' });
+  const state = { m: mapState<string, number>({ key: string() }), l: listState<number>() };
+  app
+    .stream('orders', { key: string(), value: json<number>() })
+    .byKey()
+    .process<number, typeof state>({ state, onRecord() {} }, { name: 'p' })
+    .to('out');
+  const t = app.topology();
+  const d = describeForRecord(t, partitionsOf(t, new Map([['orders', 1]])));
+  const stores = d.subtopologies[0]!.stores.map((s) => [s.name, s.value]);
+  assert.deepEqual(stores, [
+    ['p-m', 'entries:string:json'],
+    ['p-l', 'elements:json'],
+  ]);
+  // What a version with one blob per record key recorded: the bare serde.
+  const old = {
+    ...d,
+    subtopologies: d.subtopologies.map((sub) => ({
+      ...sub,
+      stores: sub.stores.map((s) => ({ ...s, value: 'json' })),
+    })),
+  };
+  const diff = diffTopologies(old, d);
+  assert.deepEqual(
+    diff.breaking.map((c) => c.kind),
+    ['store-value-serde', 'store-value-serde'],
+  );
 });
