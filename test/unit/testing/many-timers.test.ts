@@ -61,7 +61,9 @@ test('a task with 200k timers should restart without a long event-loop block, an
     // The old full scan blocked for the whole load (a scan of 200k keys alone takes ~0.8 s on the
     // 2-core dev machine; the old service blocked 4.6-5.6 s in this test); the bounded window
     // takes milliseconds (the longest block measured 29-72 ms). Generous for a loaded machine.
-    assert.ok(maxBlockMs < 250, `the restart blocked the event loop for ${maxBlockMs.toFixed(1)} ms`);
+    // 30–70 ms here when quiet, 230 ms seen with a load average of 18 on 2 cores; the full scan
+    // this replaced blocked 4.6–5.6 s. What is read is counted exactly in timers-window.test.ts.
+    assert.ok(maxBlockMs < 1500, `the restart blocked the event loop for ${maxBlockMs.toFixed(1)} ms`);
 
     // Half fire and commit; a quarter more fire uncommitted and are lost with a crash.
     await input.pipe('x', {}, { timestamp: BASE + N / 2 - 1 });
