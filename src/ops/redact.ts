@@ -25,16 +25,25 @@ export const REDACT_PATHS: readonly string[] = [
   '*.password',
   'authToken',
   '*.authToken',
+  // schemaRegistry.auth.{password,bearerToken}
+  '*.*.password',
+  'bearerToken',
+  '*.bearerToken',
+  '*.*.bearerToken',
 ];
 
-/** The secret strings of a configuration: SASL password and HTTP token (the TLS key stays in its file). */
+/** The secret strings of a configuration: SASL password, HTTP token, registry password and token (the TLS key stays in its file). */
 export function secretsOf(config: {
   kafka?: { sasl?: { password?: string | undefined } };
   http?: { authToken?: string | undefined };
+  schemaRegistry?: { auth?: { password?: string | undefined; bearerToken?: string | undefined } };
 }): string[] {
-  return [config.kafka?.sasl?.password, config.http?.authToken].filter(
-    (s): s is string => typeof s === 'string' && s.length > 0,
-  );
+  return [
+    config.kafka?.sasl?.password,
+    config.http?.authToken,
+    config.schemaRegistry?.auth?.password,
+    config.schemaRegistry?.auth?.bearerToken,
+  ].filter((s): s is string => typeof s === 'string' && s.length > 0);
 }
 
 const known = new Set<string>();
