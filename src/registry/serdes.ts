@@ -241,7 +241,8 @@ export function avro<T = unknown>(opts: AvroOptions = {}): RegistrySerde<T> {
     {
       type: 'AVRO',
       writer: readerType && {
-        schema: JSON.stringify(readerType.schema()),
+        // As given: avsc's schema() would drop defaults, which the registry's compatibility check needs.
+        schema: typeof opts.schema === 'string' ? opts.schema : JSON.stringify(opts.schema),
         recordName: (readerType as { name?: string }).name ?? undefined,
         encode: (v) => readerType.toBuffer(v),
       },
@@ -296,9 +297,12 @@ export function protobuf<T = unknown>(opts: ProtobufOptions = {}): RegistrySerde
       recordName: type.fullName.replace(/^\./, ''),
       messageIndexes: indexes,
       encode(v) {
-        const problem = type.verify(v as Record<string, unknown>);
+        // Strict on types (a string where a number belongs is an error, not a silent 0), but 64-bit
+        // integers may be decimal strings: what deserialize gives back.
+        const value = withLongs(type, v);
+        const problem = type.verify(value);
         if (problem) throw new Error(problem);
-        return type.encode(type.fromObject(v as Record<string, unknown>)).finish();
+        return type.encode(type.fromObject(value)).finish();
       },
     };
   }
@@ -327,6 +331,41 @@ export function protobuf<T = unknown>(opts: ProtobufOptions = {}): RegistrySerde
     },
     opts,
   );
+}
+
+type LongClass = { fromString(s: string, unsigned?: boolean): unknown };
+const LONG_TYPES = new Set(['int64', 'uint64', 'sint64', 'fixed64', 'sfixed64']);
+const DECIMAL = /^-?\d+$/;
+
+/** `v` with the decimal strings of its 64-bit integer fields (at any depth) as protobufjs Longs. */
+function withLongs(type: import('protobufjs').Type, v: unknown): Record<string, unknown> {
+  if (typeof v !== 'object' || v === null || Array.isArray(v)) return v as Record<string, unknown>;
+  const pb = protobufjs();
+  const src = v as Record<string, unknown>;
+  let out: Record<string, unknown> | undefined;
+  for (const field of type.fieldsArray) {
+    const x = src[field.name];
+    if (x === undefined || x === null) continue;
+    field.resolve();
+    const sub = field.resolvedType instanceof pb.Type ? field.resolvedType : undefined;
+    const one = (e: unknown): unknown =>
+      sub
+        ? withLongs(sub, e)
+        : LONG_TYPES.has(field.type) && typeof e === 'string' && DECIMAL.test(e)
+          ? (pb.util.Long as unknown as LongClass).fromString(
+              e,
+              field.type.startsWith('u') || field.type === 'fixed64',
+            )
+          : e;
+    if (!sub && !LONG_TYPES.has(field.type)) continue;
+    let y: unknown;
+    if (field.repeated && Array.isArray(x)) y = x.map(one);
+    else if (field.map && typeof x === 'object')
+      y = Object.fromEntries(Object.entries(x as Record<string, unknown>).map(([k, e]) => [k, one(e)]));
+    else y = one(x);
+    if (y !== x) (out ??= { ...src })[field.name] = y;
+  }
+  return out ?? src;
 }
 
 function protoRoot(text: string, what: string) {

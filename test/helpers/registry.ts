@@ -59,7 +59,15 @@ export async function resolveApicurio(version = APICURIO_VERSION, log = (_: stri
   const partial = await mkdtemp(join(dir, 'app.partial-'));
   try {
     log(`Resolving Apicurio Registry ${version} with Maven into ${app} (first run only)`);
-    const mvn = await runCommand('mvn', ['-B', '-q', '-Dstyle.color=never', '-f', pom, `-DoutDir=${partial}`, 'generate-resources']);
+    const mvn = await runCommand('mvn', [
+      '-B',
+      '-q',
+      '-Dstyle.color=never',
+      '-f',
+      pom,
+      `-DoutDir=${partial}`,
+      'generate-resources',
+    ]);
     if (mvn.code !== 0) throw new Error(`mvn exited with ${mvn.code}:\n${lastLines(mvn.output, 15)}`);
     if (existsSync(join(dir, '.complete'))) return app;
     await rm(app, { recursive: true, force: true });
@@ -102,7 +110,12 @@ export async function startRegistry(opts: { timeoutMs?: number } = {}): Promise<
   let output = '';
   const port = await new Promise<number>((resolve, reject) => {
     const timer = setTimeout(
-      () => reject(new Error(`Apicurio Registry did not start within ${opts.timeoutMs ?? 60_000} ms:\n${lastLines(output, 20)}`)),
+      () =>
+        reject(
+          new Error(
+            `Apicurio Registry did not start within ${opts.timeoutMs ?? 60_000} ms:\n${lastLines(output, 20)}`,
+          ),
+        ),
       opts.timeoutMs ?? 60_000,
     );
     const onData = (d: Buffer) => {
