@@ -25,11 +25,13 @@ export const REDACT_PATHS: readonly string[] = [
   '*.password',
   'authToken',
   '*.authToken',
-  // schemaRegistry.auth.{password,bearerToken}
+  // schemaRegistry.auth.{password,bearerToken}, also inside a logged config object.
   '*.*.password',
+  '*.*.*.password',
   'bearerToken',
   '*.bearerToken',
   '*.*.bearerToken',
+  '*.*.*.bearerToken',
 ];
 
 /** The secret strings of a configuration: SASL password, HTTP token, registry password and token (the TLS key stays in its file). */
