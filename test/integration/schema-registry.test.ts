@@ -15,6 +15,7 @@ import {
   type RunningWorker,
   SchemaRegistryError,
   startWorker,
+  valueState,
 } from '../../src/index.js';
 import type { InRecord } from '../../src/kafka/types.js';
 import { prepareSchemas } from '../../src/registry/prepare.js';
@@ -267,6 +268,20 @@ test('one serde object writing under two subjects, or in a store, is refused at 
     prepareSchemas(app2.topology(), { schemaRegistry: { ...config().schemaRegistry, url: undefined } }),
     /schemaRegistry\.url is not set/,
   );
+  const app3 = new App({ id: `${p}-3` });
+  app3
+    .stream(`${p}-in`, { value: json<{ k: string }>() })
+    .keyBy((v) => v.k)
+    .process({
+      state: { last: valueState(avro({ schema: USER })) },
+      onRecord(_v, ctx) {
+        ctx.state.last.set({ id: 1, name: 'x' });
+      },
+    });
+  await assert.rejects(
+    prepareSchemas(app3.topology(), config()),
+    /has a Schema Registry serde \(avro\(\)\): registry serdes are for topics/,
+  );
 });
 
 test('an unknown schema id and an unreachable registry make the record a SerdeError that says so', async () => {
@@ -310,11 +325,14 @@ test('a worker: poison bytes, an unknown id, a truncated record and a registry o
     await deleteTopicsMatching(id);
   });
   const inId = (await registerDirect(reg.url, `${input}-value`, JSON.stringify(USER))).body.id!;
+  // Keys too: an Avro string, registered under <topic>-key by the other client.
+  const keyInId = (await registerDirect(reg.url, `${input}-key`, '"string"')).body.id!;
+  const key = framed(keyInId, avroString('k'));
   const app = new App({ id });
   app
-    .stream(input, { value: avro<{ id: number; name: string }>({ schema: USER }) })
+    .stream(input, { key: avro<string>(), value: avro<{ id: number; name: string }>({ schema: USER }) })
     .map((u) => ({ ...u, name: u.name.toUpperCase() }))
-    .to(output, { value: avro({ schema: USER }) });
+    .to(output, { key: avro<string>({ schema: '"string"' }), value: avro({ schema: USER }) });
   const cfg = () =>
     loadConfig({
       env: { KAFKA_BROKERS: process.env.KAFKA_BROKERS },
@@ -327,12 +345,13 @@ test('a worker: poison bytes, an unknown id, a truncated record and a registry o
     });
   w = await startWorker(app, cfg());
   const outId = await latestId(`${output}-value`);
+  const keyOut = framed(await latestId(`${output}-key`), avroString('k'));
   const good = (n: number, name: string) => framed(inId, zigzag(n), avroString(name));
   const producer = testKafka().producer({ idempotent: true, maxInFlightRequests: 1 });
   await producer.connect();
   t.after(() => producer.disconnect());
   const send = (values: Buffer[]) =>
-    producer.send({ topic: input, acks: -1, messages: values.map((value) => ({ key: 'k', value })) });
+    producer.send({ topic: input, acks: -1, messages: values.map((value) => ({ key, value })) });
   await send([
     good(1, 'ann'),
     Buffer.from('{"not":"avro"}'),
@@ -341,7 +360,12 @@ test('a worker: poison bytes, an unknown id, a truncated record and a registry o
     good(4, 'dan'),
   ]);
   // Compare the bytes: the output is framed with the output subject's id, encoded by hand.
-  const outBytes = await readBytes(output, 2);
+  const outRecords = await readBytes(output, 2);
+  assert.deepEqual(
+    outRecords.map((r) => r.key),
+    [keyOut, keyOut],
+  );
+  const outBytes = outRecords.map((r) => r.value);
   assert.deepEqual(outBytes, [
     framed(outId, zigzag(1), avroString('ANN')),
     framed(outId, zigzag(4), avroString('DAN')),
@@ -372,7 +396,7 @@ test('a worker: poison bytes, an unknown id, a truncated record and a registry o
   const newId = (await registerDirect(reg.url, `${input}-value`, JSON.stringify(v2))).body.id!;
   await reg.stop();
   await send([framed(newId, zigzag(5), avroString('eve'), avroString('gold')), good(6, 'fay')]);
-  const out2 = await readBytes(output, 3);
+  const out2 = (await readBytes(output, 3)).map((r) => r.value);
   assert.deepEqual(out2[2], framed(outId, zigzag(6), avroString('FAY')));
   const dlq2 = await readAll(`${id}-dlq`, { expected: 4, settleMs: 500 });
   assert.equal(dlq2.length, 4);
@@ -390,15 +414,18 @@ test('a worker: poison bytes, an unknown id, a truncated record and a registry o
   });
 });
 
-/** Values of a topic as bytes (read_committed), in offset order. */
-async function readBytes(topic: string, expected: number): Promise<Buffer[]> {
+/** Keys and values of a topic as bytes (read_committed), in offset order. */
+async function readBytes(
+  topic: string,
+  expected: number,
+): Promise<Array<{ key: Buffer | null; value: Buffer }>> {
   const c = testKafka().consumer({ groupId: uniqueName('bytes'), maxWaitTimeInMs: 100 });
-  const out: Buffer[] = [];
+  const out: Array<{ key: Buffer | null; value: Buffer }> = [];
   await c.connect();
   await c.subscribe({ topic, fromBeginning: true });
   await c.run({
     eachMessage: async ({ message }) => {
-      out.push(message.value!);
+      out.push({ key: message.key, value: message.value! });
     },
   });
   const deadline = Date.now() + 60_000;
