@@ -93,10 +93,18 @@ test('Avro: written by the serde and registered at start, read back; bytes of an
   const writer = avro<{ id: number; name: string }>({ schema: USER });
   const reader = avro<{ id: number; name: string }>();
   const app = new App({ id: p });
-  app.stream(`${p}-in`, { value: reader }).to(`${p}-out`, { value: writer });
+  const s = app.stream(`${p}-in`, { value: reader });
+  s.to(`${p}-out`, { value: writer });
+  const tr = avro<{ id: number; name: string }>({ schema: USER, subjectNameStrategy: 'topic-record' });
+  s.to(`${p}-tr`, { value: tr });
   const prefetch = await prepareSchemas(app.topology(), config());
-  // Registered under the topic strategy's subject at start.
+  // Registered under the topic strategy's subject at start…
   const id = await latestId(`${p}-out-value`);
+  // …and under <topic>-<namespace.name> by the topic-record strategy.
+  assert.equal(
+    tr.serialize({ id: 1, name: 'a' })!.readUInt32BE(1),
+    await latestId(`${p}-tr-test.sluice.User`),
+  );
   const bytes = writer.serialize({ id: -3, name: 'Zoë' })!;
   // Checked by hand: header, then int -3 (zig-zag 5), then the string.
   assert.deepEqual([...bytes], [...framed(id, zigzag(-3), avroString('Zoë'))]);
