@@ -84,8 +84,8 @@ export class RegistryClient {
       if (type !== 'AVRO') body.schemaType = type;
       const path = `/subjects/${encodeURIComponent(subject)}${register ? '/versions' : ''}`;
       const what = register
-        ? `registering a ${type} schema under subject "${subject}"`
-        : `looking up a ${type} schema under subject "${subject}"`;
+        ? `registering ${type === 'AVRO' ? 'an' : 'a'} ${type} schema under subject "${subject}"`
+        : `looking up ${type === 'AVRO' ? 'an' : 'a'} ${type} schema under subject "${subject}"`;
       p = this.#request('POST', path, body, what).then((b) => {
         if (typeof b.id !== 'number')
           throw new SchemaRegistryError(
@@ -144,7 +144,9 @@ export class RegistryClient {
           ? ' (check schemaRegistry.auth)'
           : res.status === 409
             ? " (incompatible with the subject's earlier versions under its compatibility level)"
-            : '';
+            : res.status === 404 && what.startsWith('looking up')
+              ? ' (not registered under this subject, and auto-registration is off)'
+              : '';
       throw new SchemaRegistryError(
         `schema registry ${this.url} answered ${res.status} to ${what}${hint}: ${msg}`,
         { status: res.status, registryCode: j.error_code },

@@ -59,7 +59,7 @@ test('registering should POST schemaType (except for Avro) and fail with the sta
     assert.equal(e.status, 409);
     assert.match(
       e.message,
-      /answered 409 to registering a AVRO schema under subject "bad-value".*incompatible.*Incompatible artifact/,
+      /answered 409 to registering an AVRO schema under subject "bad-value".*incompatible.*Incompatible artifact/,
     );
     return true;
   });
