@@ -42,10 +42,20 @@ export class RegistryClient {
   readonly #ids = new Map<string, Promise<number>>();
 
   constructor(opts: RegistryClientOptions) {
-    this.url = opts.url.replace(/\/+$/, '');
+    // fetch refuses a URL with credentials in it (`https://key:secret@host`): they become basic
+    // auth (unless auth is given), and the URL that is kept (and shown in errors) has none.
+    const u = new URL(opts.url);
+    const inUrl =
+      u.username !== ''
+        ? { username: decodeURIComponent(u.username), password: decodeURIComponent(u.password) }
+        : undefined;
+    u.username = '';
+    u.password = '';
+    this.url = u.toString().replace(/\/+$/, '');
     this.#timeoutMs = opts.timeoutMs ?? 10_000;
     this.#headers = { accept: `${CONTENT_TYPE}, application/json` };
-    const a = opts.auth;
+    const a: RegistryAuth | undefined =
+      opts.auth?.bearerToken || opts.auth?.username !== undefined ? opts.auth : inUrl;
     if (a?.bearerToken) this.#headers.authorization = `Bearer ${a.bearerToken}`;
     else if (a?.username !== undefined)
       this.#headers.authorization = `Basic ${Buffer.from(`${a.username}:${a.password ?? ''}`).toString('base64')}`;

@@ -66,6 +66,9 @@ test('redaction should blank the Schema Registry password and token, by path and
     schemaRegistry: { url: 'http://r', auth: { username: 'key', password: 'sr-pw', bearerToken: 'sr-tok' } },
   };
   assert.deepEqual(secretsOf(cfg), ['sr-pw', 'sr-tok']);
+  assert.deepEqual(secretsOf({ schemaRegistry: { url: 'https://key:in-url-secret@r:8081' } }), [
+    'in-url-secret',
+  ]);
   const byPath = capture([]);
   byPath.logger.info({ config: cfg });
   byPath.logger.info(cfg);

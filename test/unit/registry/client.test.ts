@@ -37,6 +37,11 @@ test('the client should send basic auth or a bearer token, and cache a schema by
   assert.equal(srv.seen[1]!.auth, 'Bearer tok-1');
   await new RegistryClient({ url: srv.url }).schemaById(9);
   assert.equal(srv.seen[2]!.auth, undefined);
+  // Credentials in the URL become basic auth; the URL kept (and shown in errors) has none.
+  const inUrl = new RegistryClient({ url: srv.url.replace('http://', 'http://k%40y:p%3Aw@') });
+  assert.ok(!inUrl.url.includes('p%3Aw') && !inUrl.url.includes('@'), inUrl.url);
+  await inUrl.schemaById(10);
+  assert.equal(srv.seen[3]!.auth, `Basic ${Buffer.from('k@y:p:w').toString('base64')}`);
 });
 
 test('registering should POST schemaType (except for Avro) and fail with the status and the registry message', async (t) => {
