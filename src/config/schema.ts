@@ -225,7 +225,8 @@ const overload = z
  */
 const schemaRegistry = z
   .object({
-    url: z.url({ protocol: /^https?$/ }).optional(),
+    /** `mock://<scope>`: an in-memory registry (tests, the TestDriver). */
+    url: z.url({ protocol: /^(https?|mock)$/ }).optional(),
     auth: z
       .object({
         /** HTTP basic auth; with `password`. */

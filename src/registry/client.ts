@@ -123,12 +123,14 @@ export class RegistryClient {
     const where = `${this.url}${path}`;
     let res: Response;
     try {
-      res = await fetch(where, {
-        method,
-        headers: body === undefined ? this.#headers : { ...this.#headers, 'content-type': CONTENT_TYPE },
-        body: body === undefined ? undefined : JSON.stringify(body),
-        signal: AbortSignal.timeout(this.#timeoutMs),
-      });
+      if (this.url.startsWith('mock://')) res = memoryRegistry(this.url, method, path, body);
+      else
+        res = await fetch(where, {
+          method,
+          headers: body === undefined ? this.#headers : { ...this.#headers, 'content-type': CONTENT_TYPE },
+          body: body === undefined ? undefined : JSON.stringify(body),
+          signal: AbortSignal.timeout(this.#timeoutMs),
+        });
     } catch (e) {
       const err = e as Error & { cause?: { code?: string; message?: string } };
       const reason =
@@ -168,4 +170,48 @@ export class RegistryClient {
       });
     return json as Record<string, unknown>;
   }
+}
+
+/**
+ * `mock://<scope>`: an in-memory registry per scope, for tests without a registry server (the
+ * `TestDriver`), as Confluent's clients offer: ids from 1 in registration order, the same schema
+ * text gets the same id, no compatibility checks. Answers as the REST API would.
+ */
+const scopes = new Map<
+  string,
+  { schemas: Array<{ schemaType: SchemaType; schema: string }>; subjects: Map<string, number[]> }
+>();
+
+function memoryRegistry(url: string, method: string, path: string, body: unknown): Response {
+  let reg = scopes.get(url);
+  if (!reg) scopes.set(url, (reg = { schemas: [], subjects: new Map() }));
+  const answer = (status: number, json: unknown) => new Response(JSON.stringify(json), { status });
+  if (method === 'GET' && path === '/subjects') return answer(200, [...reg.subjects.keys()]);
+  const byId = /^\/schemas\/ids\/(\d+)$/.exec(path);
+  if (method === 'GET' && byId) {
+    const s = reg.schemas[Number(byId[1]) - 1];
+    return s
+      ? answer(200, { schema: s.schema, schemaType: s.schemaType, references: [] })
+      : answer(404, { error_code: 40403, message: `Schema ${byId[1]} not found` });
+  }
+  const subj = /^\/subjects\/([^/]+)(\/versions)?$/.exec(path);
+  if (method === 'POST' && subj) {
+    const subject = decodeURIComponent(subj[1]!);
+    const b = body as { schema: string; schemaType?: SchemaType };
+    const schemaType = b.schemaType ?? 'AVRO';
+    let id = reg.schemas.findIndex((s) => s.schema === b.schema && s.schemaType === schemaType) + 1;
+    const versions = reg.subjects.get(subject) ?? [];
+    if (!subj[2]) {
+      if (id > 0 && versions.includes(id))
+        return answer(200, { id, subject, version: versions.indexOf(id) + 1 });
+      return answer(404, {
+        error_code: versions.length ? 40403 : 40401,
+        message: `Subject '${subject}' has no such schema`,
+      });
+    }
+    if (id === 0) id = reg.schemas.push({ schemaType, schema: b.schema });
+    if (!versions.includes(id)) reg.subjects.set(subject, [...versions, id]);
+    return answer(200, { id });
+  }
+  return answer(404, { error_code: 404, message: `${method} ${path}: not served by mock://` });
 }

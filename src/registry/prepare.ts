@@ -4,7 +4,7 @@ import { SluiceError, TopologyError } from '../errors.js';
 import type { InRecord } from '../kafka/types.js';
 import type { Topology } from '../topology/build.js';
 import { RegistryClient } from './client.js';
-import { isRegistrySerde, REGISTRY, type RegistryBinding } from './serdes.js';
+import { isRegistrySerde, REGISTRY, type RegistryBinding, type RegistrySerde } from './serdes.js';
 
 /**
  * The worker's side of the Schema Registry serdes. At start, {@link prepareSchemas} attaches every
@@ -18,9 +18,14 @@ import { isRegistrySerde, REGISTRY, type RegistryBinding } from './serdes.js';
 export interface SchemaPrefetch {
   /** Calls `then` once the schemas of `records` are loaded: at once when they are all known. */
   before(topic: string, records: readonly InRecord[], then: () => Promise<void>): Promise<void>;
+  /**
+   * With `inputWriters`: for each input topic read by a registry serde that has a schema, a bound
+   * copy of it that writes under the topic's subject (the TestDriver's `input(topic).pipe`).
+   */
+  readonly inputWriters: ReadonlyMap<string, { key?: Serde<unknown>; value?: Serde<unknown> }>;
 }
 
-const NONE: SchemaPrefetch = { before: (_t, _r, then) => then() };
+const NONE: SchemaPrefetch = { before: (_t, _r, then) => then(), inputWriters: new Map() };
 
 interface Reader {
   binding: RegistryBinding;
@@ -31,8 +36,10 @@ interface Reader {
 export async function prepareSchemas(
   topology: Topology,
   config: Pick<SluiceConfig, 'schemaRegistry'>,
+  opts: { inputWriters?: boolean } = {},
 ): Promise<SchemaPrefetch> {
   const readers = new Map<string, Reader[]>();
+  const sources: Array<{ serde: Serde<unknown>; topic: string; isKey: boolean }> = [];
   const writers: Array<{ binding: RegistryBinding; topic: string; isKey: boolean }> = [];
   const all = new Set<RegistryBinding>();
   const add = (
@@ -50,6 +57,7 @@ export async function prepareSchemas(
         writers.push({ binding, topic, isKey });
       return;
     }
+    if (binding.canWrite) sources.push({ serde: serde as Serde<unknown>, topic, isKey });
     const list = readers.get(topic) ?? [];
     if (!list.some((r) => r.binding === binding && r.isKey === isKey)) list.push({ binding, isKey });
     readers.set(topic, list);
@@ -86,8 +94,19 @@ export async function prepareSchemas(
   // Unreachable or refusing the credentials: a clear error now rather than every record dead-lettered.
   await client.subjects();
   for (const w of writers) await w.binding.bindWriter(w.topic, w.isKey);
-  if (readers.size === 0) return NONE;
+  const inputWriters = new Map<string, { key?: Serde<unknown>; value?: Serde<unknown> }>();
+  if (opts.inputWriters)
+    for (const src of sources) {
+      const fork = (src.serde as RegistrySerde<unknown>)[REGISTRY].fork();
+      fork[REGISTRY].attach(client, sr.autoRegister);
+      await fork[REGISTRY].bindWriter(src.topic, src.isKey);
+      const entry = inputWriters.get(src.topic) ?? {};
+      entry[src.isKey ? 'key' : 'value'] = fork;
+      inputWriters.set(src.topic, entry);
+    }
+  if (readers.size === 0) return { ...NONE, inputWriters };
   return {
+    inputWriters,
     before(topic, records, then) {
       const list = readers.get(topic);
       if (list === undefined) return then();

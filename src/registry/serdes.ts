@@ -71,8 +71,13 @@ export interface RegistryBinding {
   missing(bytes: Buffer | null, now: number): number | undefined;
   /** Fetches and compiles schema `id`; a failure is kept for the records that use it. Never rejects. */
   load(id: number): Promise<void>;
-  /** Resolves the writer's schema id for `topic` (registering it when auto-registration is on). */
+  /**
+   * Resolves the writer's schema id for `topic` (registering it when auto-registration is on), and
+   * loads it for reading too (the `TestDriver` reads its outputs with the sink's serdes).
+   */
   bindWriter(topic: string, isKey: boolean): Promise<void>;
+  /** A new serde of the same format and options, attached to nothing (the TestDriver's input writers). */
+  fork(): RegistrySerde<unknown>;
 }
 
 /** A Schema Registry serde: a {@link Serde} plus the worker's hooks. */
@@ -166,7 +171,9 @@ function makeSerde<T>(name: string, f: Format, opts: RegistrySerdeOptions): Regi
         );
       writerSubject = subject;
       writerId = await client.idOf(subject, f.type, w.schema, autoRegister ?? true);
+      await binding.load(writerId);
     },
+    fork: () => makeSerde(name, f, opts),
   };
 
   return {
