@@ -52,7 +52,11 @@ export async function resolveApicurio(version = APICURIO_VERSION, log = (_: stri
   const dir = join(defaultCacheDir(), `apicurio-registry-${version}`);
   const app = join(dir, 'app');
   if (existsSync(join(dir, '.complete'))) return app;
-  await ensureTools(['java', 'mvn']);
+  await ensureTools(['java', 'mvn']).catch((e: Error) => {
+    throw new Error(
+      `Cannot run the tests' Schema Registry (Apicurio ${version}, Java 17 and Maven): ${e.message}`,
+    );
+  });
   await mkdir(dir, { recursive: true });
   const pom = join(dir, 'pom.xml');
   await writeFile(pom, renderPom(version));
