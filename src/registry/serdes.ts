@@ -319,8 +319,12 @@ export function protobuf<T = unknown>(opts: ProtobufOptions = {}): RegistrySerde
       type: 'PROTOBUF',
       writer,
       decoder(s, id) {
-        if (s.references.length > 0)
-          throw new SerdeError(`schema id ${id} has references (imports), which protobuf() does not resolve`);
+        // Google's well-known types are built in (protobufjs ships them); other references are not resolved.
+        const foreign = s.references.filter((r) => !WELL_KNOWN.test(r.name));
+        if (foreign.length > 0)
+          throw new SerdeError(
+            `schema id ${id} imports ${foreign.map((r) => r.name).join(', ')} (schema references), which protobuf() does not resolve`,
+          );
         const { root, pkg } = protoRoot(s.schema, `schema id ${id}`);
         const byPath = new Map<string, import('protobufjs').Type>();
         return (b) => {
@@ -375,11 +379,21 @@ function withLongs(type: import('protobufjs').Type, v: unknown): Record<string, 
   return out ?? src;
 }
 
+const WELL_KNOWN = /^google\/protobuf\/[a-z_]+\.proto$/;
+
 function protoRoot(text: string, what: string) {
   try {
-    const parsed = protobufjs().parse(text, { keepCase: true });
-    if (parsed.imports?.length)
-      throw new Error(`imports (${parsed.imports.join(', ')}) are not resolved by protobuf()`);
+    const pb = protobufjs();
+    const parsed = pb.parse(text, { keepCase: true });
+    for (const name of [...(parsed.imports ?? []), ...(parsed.weakImports ?? [])]) {
+      const known = WELL_KNOWN.test(name) ? pb.common.get(name) : undefined;
+      if (!known)
+        throw new Error(
+          `it imports ${name}: only Google's well-known types (google/protobuf/*.proto) are resolved`,
+        );
+      parsed.root.addJSON(known.nested!);
+    }
+    parsed.root.resolveAll();
     return { root: parsed.root, pkg: parsed.package };
   } catch (e) {
     throw new SerdeError(`${what} is no usable Protobuf schema: ${(e as Error).message}`);
