@@ -159,6 +159,12 @@ test('Protobuf: message indexes of the second message, a nested one, and bytes o
   const s = app.stream(`${p}-in`, { value: reader });
   s.to(`${p}-refunds`, { value: refunds });
   s.to(`${p}-lines`, { value: lines });
+  const events = protobuf<Record<string, unknown>>({
+    schema:
+      'syntax = "proto3";\npackage ev;\nimport "google/protobuf/timestamp.proto";\n' +
+      'message E { string id = 1; google.protobuf.Timestamp at = 2; }\n',
+  });
+  s.to(`${p}-events`, { value: events });
   const prefetch = await prepareSchemas(app.topology(), config());
   const id = await latestId(`${p}-refunds-value`);
   const bytes = refunds.serialize({ id: 'r1', cents: '5000000000' })!;
@@ -177,6 +183,9 @@ test('Protobuf: message indexes of the second message, a nested one, and bytes o
   assert.equal(other.status, 200, JSON.stringify(other.body));
   const theirs = framed(other.body.id!, [0], [0x0a, 2, ...Buffer.from('o7'), 0x10, 3]);
   assert.deepEqual(await readAs(prefetch, `${p}-in`, reader, theirs), { id: 'o7', qty: 3 });
+  // A well-known type import: registered as it is, read back.
+  const ev = { id: 'e', at: { seconds: '1700000000', nanos: 7 } };
+  assert.deepEqual(await readAs(prefetch, `${p}-in`, reader, events.serialize(ev)!), ev);
   // Field 2 sent as a string where Refund wants an int64: refused before writing.
   assert.throws(() => refunds.serialize({ id: 'r', cents: 'lots' }), SerdeError);
 });
