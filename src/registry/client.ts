@@ -63,7 +63,12 @@ export class RegistryClient {
 
   /** Same registry and credentials (for a serde attached by two workers of one process). */
   sameAs(other: RegistryClient): boolean {
-    return this.url === other.url && this.#headers.authorization === other.#headers.authorization;
+    return this.url === other.url && this.credentials === other.credentials;
+  }
+
+  /** The Authorization header sent (compared by {@link sameAs}; public: the other client may come from another module instance). */
+  get credentials(): string | undefined {
+    return this.#headers.authorization;
   }
 
   /** The schema registered under `id`; cached, a failure is not (the next call asks again). */

@@ -59,8 +59,13 @@ interface Format {
   decoder(s: RegisteredSchema, id: number): Decoder;
 }
 
-/** The hooks the worker uses (src/registry/prepare.ts); not part of the public API. @internal */
-export const REGISTRY = Symbol('sluice.registry');
+/**
+ * The hooks the worker uses (src/registry/prepare.ts); not part of the public API. A registered
+ * symbol: a job file may get its `sluice` from another module instance than the CLI's (tsx's
+ * loader, a CommonJS `require` beside an ESM import), and its serdes must still be found.
+ * @internal
+ */
+export const REGISTRY: unique symbol = Symbol.for('sluice.registry.v1') as never;
 
 /** @internal */
 export interface RegistryBinding {

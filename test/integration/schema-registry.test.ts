@@ -4,6 +4,7 @@ import { type AddressInfo, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
 import { loadConfig } from '../../src/config/load.js';
 import { SerdeError } from '../../src/errors.js';
 import {
@@ -20,8 +21,17 @@ import {
 import type { InRecord } from '../../src/kafka/types.js';
 import { prepareSchemas } from '../../src/registry/prepare.js';
 import { DLQ_HEADERS } from '../../src/runtime/dead-letter.js';
-import { createTopics, deleteTopicsMatching, readAll, testKafka, uniqueName } from '../helpers/kafka.js';
+import {
+  createTopics,
+  deleteTopicsMatching,
+  jobTopics,
+  produce,
+  readAll,
+  testKafka,
+  uniqueName,
+} from '../helpers/kafka.js';
 import { registerDirect, setCompatibility, startRegistry, type TestRegistry } from '../helpers/registry.js';
+import { spawnWorker } from '../helpers/workers.js';
 
 /**
  * The Schema Registry serdes against a real registry (Apicurio Registry from Maven Central, started
@@ -30,6 +40,9 @@ import { registerDirect, setCompatibility, startRegistry, type TestRegistry } fr
  * binary encodings of small records written out byte by byte), so a shared bug of the serde and
  * its codec library cannot pass for a round trip.
  */
+/** The job as a user runs it: its TypeScript source (tsx), not the compiled copy in dist/. */
+const JOB_TS = fileURLToPath(new URL('../../../test/fixtures/jobs/registry.ts', import.meta.url));
+
 let reg: TestRegistry;
 before(async () => {
   reg = await startRegistry();
@@ -342,6 +355,36 @@ test('an unknown schema id and an unreachable registry make the record a SerdeEr
     );
     return true;
   });
+});
+
+test('`sluice run` of a job file with registry serdes: records through, poison to the DLQ, no url a clear error', {
+  timeout: 120_000,
+}, async (t) => {
+  const { id, input, output, env } = await jobTopics('t-srcli', 1);
+  t.after(() => deleteTopicsMatching(id));
+  const inId = (await registerDirect(reg.url, `${input}-value`, JSON.stringify(USER))).body.id!;
+  await produce(input, [
+    { key: 'a', value: framed(inId, zigzag(1), avroString('ann')) },
+    { key: 'b', value: Buffer.from('not avro') },
+  ]);
+  const w = spawnWorker(JOB_TS, { name: 'sr-cli', env: { ...env, SLUICE_SCHEMA_REGISTRY_URL: reg.url } });
+  t.after(() => w.kill('SIGTERM'));
+  const out = await readBytes(output, 1);
+  assert.deepEqual(
+    out[0]?.value,
+    framed(await latestId(`${output}-value`), zigzag(1), avroString('ANN')),
+    w.logs.slice(-10).join('\n'),
+  );
+  const dlq = await readAll(`${id}-dlq`, { expected: 1, settleMs: 300 });
+  assert.match(dlq[0]!.headers[DLQ_HEADERS.errorMessage]!, /not the magic byte/);
+  assert.equal(await w.kill('SIGTERM'), 0);
+  // The same job without schemaRegistry.url: exit 1 with the reason, not a worker that never finds its serdes.
+  const bad = spawnWorker(JOB_TS, { name: 'sr-cli-nourl', env });
+  assert.equal(await bad.exited, 1);
+  assert.ok(
+    bad.logs.some((l) => l.includes('schemaRegistry.url is not set')),
+    bad.logs.slice(-10).join('\n'),
+  );
 });
 
 test('a worker: poison bytes, an unknown id, a truncated record and a registry outage go to the DLQ; the partition goes on', {
