@@ -24,6 +24,7 @@ export const ERROR_CODES = [
   'SLUICE_SERDE',
   'SLUICE_OPERATOR',
   'SLUICE_STATE_CHANGE',
+  'SLUICE_SCHEMA_REGISTRY',
 ] as const;
 export type ErrorCode = (typeof ERROR_CODES)[number];
 
@@ -89,6 +90,24 @@ export class TaskCorruptedError extends SluiceError {
 export class SerdeError extends SluiceError {
   constructor(message: string, cause?: unknown) {
     super('SLUICE_SERDE', message, { cause });
+  }
+}
+
+/**
+ * The Schema Registry could not be used at start: unreachable, refused the credentials, refused a
+ * schema (incompatible with the subject's earlier versions), or has no schema the job needs
+ * (auto-registration off). During processing the same failures make the record a SerdeError
+ * (dead-lettered by the default policy) instead.
+ */
+export class SchemaRegistryError extends SluiceError {
+  /** The HTTP status of the registry's answer, when there was one. */
+  readonly status: number | undefined;
+  /** The registry's own `error_code` (e.g. 40401 subject not found, 409 incompatible). */
+  readonly registryCode: number | undefined;
+  constructor(message: string, opts: { status?: number; registryCode?: number; cause?: unknown } = {}) {
+    super('SLUICE_SCHEMA_REGISTRY', message, { cause: opts.cause, retriable: opts.status === undefined });
+    this.status = opts.status;
+    this.registryCode = opts.registryCode;
   }
 }
 

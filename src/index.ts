@@ -53,9 +53,21 @@ export {
   type ConfigProblem,
   ERROR_CODES,
   type ErrorCode,
+  SchemaRegistryError,
   SluiceError,
   TaskCorruptedError,
   TaskMigratedError,
 } from './errors.js';
+export {
+  type AvroOptions,
+  avro,
+  type JsonSchemaOptions,
+  jsonSchema,
+  type ProtobufOptions,
+  protobuf,
+  type RegistrySerde,
+  type RegistrySerdeOptions,
+  type SubjectNameStrategy,
+} from './registry/serdes.js';
 export { type RunningWorker, startWorker } from './runtime/start.js';
 export type { ErrorPolicy } from './topology/nodes.js';

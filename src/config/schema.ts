@@ -229,6 +229,52 @@ const overload = z
   })
   .strict();
 
+/**
+ * The Schema Registry of the `avro()`, `protobuf()` and `jsonSchema()` serdes (Confluent's REST
+ * API; Apicurio serves it under `/apis/ccompat/v7`). Needed only by jobs that use them.
+ */
+const schemaRegistry = z
+  .object({
+    /** `mock://<scope>`: an in-memory registry (tests, the TestDriver). */
+    url: z.url({ protocol: /^(https?|mock)$/ }).optional(),
+    auth: z
+      .object({
+        /** HTTP basic auth; with `password`. */
+        username: z.string().min(1).optional(),
+        /** Never logged; prefer the env variable SLUICE_SCHEMA_REGISTRY_AUTH_PASSWORD. */
+        password: z.string().min(1).optional(),
+        /** `Authorization: Bearer <token>`; instead of basic auth. Never logged. */
+        bearerToken: z.string().min(1).optional(),
+      })
+      .strict()
+      .superRefine((a, ctx) => {
+        if ((a.username === undefined) !== (a.password === undefined))
+          ctx.addIssue({
+            code: 'custom',
+            path: [a.username === undefined ? 'username' : 'password'],
+            message: 'schemaRegistry.auth.username and schemaRegistry.auth.password go together',
+          });
+        if (a.bearerToken !== undefined && a.username !== undefined)
+          ctx.addIssue({
+            code: 'custom',
+            path: ['bearerToken'],
+            message: 'either basic auth (username, password) or bearerToken, not both',
+          });
+      })
+      .prefault({}),
+    /** Register a writer's schema at start when its subject lacks it (a serde's own `autoRegister` wins). */
+    autoRegister: z.boolean().default(true),
+    /** How long one registry request may take. */
+    timeoutMs: z.number().int().min(100).max(120_000).default(10_000),
+  })
+  .strict()
+  .superRefine((r, ctx) => {
+    if (r.url !== undefined) return;
+    for (const k of ['username', 'password', 'bearerToken'] as const)
+      if (r.auth[k] !== undefined)
+        ctx.addIssue({ code: 'custom', path: ['auth', k], message: 'set, but schemaRegistry.url is not' });
+  });
+
 const log = z
   .object({
     level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
@@ -245,6 +291,7 @@ export const configSchema = z
     http: http.prefault({}),
     log: log.prefault({}),
     overload: overload.prefault({}),
+    schemaRegistry: schemaRegistry.prefault({}),
   })
   .strict()
   .superRefine((c, ctx) => {

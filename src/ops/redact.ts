@@ -25,16 +25,42 @@ export const REDACT_PATHS: readonly string[] = [
   '*.password',
   'authToken',
   '*.authToken',
+  // schemaRegistry.auth.{password,bearerToken}, also inside a logged config object.
+  '*.*.password',
+  '*.*.*.password',
+  'bearerToken',
+  '*.bearerToken',
+  '*.*.bearerToken',
+  '*.*.*.bearerToken',
 ];
 
-/** The secret strings of a configuration: SASL password and HTTP token (the TLS key stays in its file). */
+/** The secret strings of a configuration: SASL password, HTTP token, registry password and token (the TLS key stays in its file). */
 export function secretsOf(config: {
   kafka?: { sasl?: { password?: string | undefined } };
   http?: { authToken?: string | undefined };
+  schemaRegistry?: {
+    url?: string | undefined;
+    auth?: { password?: string | undefined; bearerToken?: string | undefined };
+  };
 }): string[] {
-  return [config.kafka?.sasl?.password, config.http?.authToken].filter(
-    (s): s is string => typeof s === 'string' && s.length > 0,
-  );
+  return [
+    config.kafka?.sasl?.password,
+    config.http?.authToken,
+    config.schemaRegistry?.auth?.password,
+    config.schemaRegistry?.auth?.bearerToken,
+    urlPassword(config.schemaRegistry?.url),
+  ].filter((s): s is string => typeof s === 'string' && s.length > 0);
+}
+
+/** The password of a URL with credentials in it (`https://key:secret@host`), as written. */
+function urlPassword(url: string | undefined): string | undefined {
+  if (url === undefined) return undefined;
+  try {
+    const p = new URL(url).password;
+    return p === '' ? undefined : p;
+  } catch {
+    return undefined;
+  }
 }
 
 const known = new Set<string>();

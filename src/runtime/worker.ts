@@ -15,6 +15,7 @@ import { readinessOf } from '../ops/readiness.js';
 import { buildStatus, type StatusSection } from '../ops/status.js';
 import { OverloadController } from '../overload/controller.js';
 import { validateOverload } from '../overload/validate.js';
+import { prepareSchemas } from '../registry/prepare.js';
 import { StateIoError } from '../state/errors.js';
 import type { Topology } from '../topology/build.js';
 import { ChangelogWatch } from './changelog-watch.js';
@@ -213,6 +214,7 @@ export class Worker {
     );
     this.logger.debug(this.topology.describe());
     validateOverload(this.topology, this.config.overload);
+    const schemas = await prepareSchemas(this.topology, this.config);
     const admin = await this.#retrying(
       'connect to Kafka',
       () => this.client.admin(),
@@ -246,7 +248,7 @@ export class Worker {
         this.#assignedOnce = true;
         this.#manager.onAssignment(a);
       },
-      onBatch: (b) => this.#onBatch(b),
+      onBatch: (b) => schemas.before(b.topic, b.records, () => this.#onBatch(b)),
       onSkipped: (topic, partition, lastOffset, high) => {
         if (this.#lag.has(`${topic}:${partition}`)) this.#setLag(topic, partition, high, lastOffset);
       },

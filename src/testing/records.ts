@@ -53,6 +53,8 @@ export class TestInput<K = unknown, V = unknown> {
   readonly #write: (r: Omit<SimRecord, 'offset' | 'partition'>, partition: number | undefined) => void;
   readonly #run: () => Promise<void>;
   readonly #now: () => number;
+  /** Schema Registry serdes write with ids resolved at the driver's start: pipes wait for it. */
+  readonly #ready: (() => Promise<void>) | undefined;
 
   /** @internal (made by `TestDriver.input`) */
   constructor(
@@ -62,6 +64,7 @@ export class TestInput<K = unknown, V = unknown> {
       write: (r: Omit<SimRecord, 'offset' | 'partition'>, partition: number | undefined) => void;
       run: () => Promise<void>;
       now: () => number;
+      ready?: () => Promise<void>;
     },
   ) {
     this.topic = topic;
@@ -70,6 +73,7 @@ export class TestInput<K = unknown, V = unknown> {
     this.#write = io.write;
     this.#run = io.run;
     this.#now = io.now;
+    this.#ready = io.ready;
   }
 
   #append(key: K | null, value: V | null, o: PipeOptions): void {
@@ -95,12 +99,14 @@ export class TestInput<K = unknown, V = unknown> {
 
   /** Appends one record (serialized with the source's serdes) and processes until quiescent. */
   async pipe(key: K | null, value: V | null, o: PipeOptions = {}): Promise<void> {
+    if (this.#ready) await this.#ready();
     this.#append(key, value, o);
     await this.#run();
   }
 
   /** Appends the records in order, then processes them (one batch per partition). */
   async pipeAll(records: ReadonlyArray<{ key: K | null; value: V | null } & PipeOptions>): Promise<void> {
+    if (this.#ready) await this.#ready();
     for (const r of records) this.#append(r.key, r.value, r);
     await this.#run();
   }

@@ -10,6 +10,8 @@ import { SluiceError, TaskMigratedError } from '../errors.js';
 import { assignTasks, taskIdOf } from '../kafka/task-assigner.js';
 import { createLogger, type Logger } from '../ops/logger.js';
 import { createWorkerMetrics, type WorkerMetrics } from '../ops/metrics.js';
+import { prepareSchemas, type SchemaPrefetch } from '../registry/prepare.js';
+import { isRegistrySerde } from '../registry/serdes.js';
 import { openTaskState } from '../runtime/restore.js';
 import { Task } from '../runtime/task.js';
 import { deadLetterTopic, externalTopics, type PartitionPlan, prepareTopics } from '../runtime/topics.js';
@@ -110,6 +112,8 @@ export class TestDriver {
   #queue: Promise<unknown> = Promise.resolve();
   /** The error that stopped the job (`processing.errorPolicy: fail`), until `restart()`. */
   #failed: unknown;
+  /** The Schema Registry serdes' hooks, from the start. */
+  #schemas: SchemaPrefetch | undefined;
   /** The shed fraction set by {@link shed} (the overload controller's decision, made by the test). */
   #shedP = 0;
   /** Tasks closed because a newer owner fenced them (zombies), by id. */
@@ -185,6 +189,9 @@ export class TestDriver {
     this.#plan = await prepareTopics(admin, this.topology, {
       overflow: this.config.overload.mode === 'divert',
     });
+    // Schema Registry serdes (`schemaRegistry.url`, e.g. `mock://test`): writer ids resolved, and
+    // the inputs' writers bound, as a worker's start does.
+    this.#schemas = await prepareSchemas(this.topology, this.config, { inputWriters: true });
     const all: string[] = [];
     for (const s of this.topology.subtopologies)
       for (let p = 0; p < (this.#plan.get(s.id) ?? 1); p++) all.push(taskIdOf(s.id, p));
@@ -252,6 +259,18 @@ export class TestDriver {
     return out;
   }
 
+  /** Fetches the schemas of the records {@link #deliver} is about to hand out, as a worker does per batch. */
+  async #prefetchSchemas(): Promise<void> {
+    const schemas = this.#schemas;
+    if (!schemas) return;
+    for (const task of this.#live())
+      for (const topic of task.inputTopics) {
+        const from = this.#positions.get(`${topic}:${task.partition}`) ?? 0n;
+        const records = this.kafka.read(topic, task.partition, from);
+        if (records.length > 0) await schemas.before(topic, records, async () => {});
+      }
+  }
+
   /** Hands every task the records it has not been given yet (one batch per input partition). */
   #deliver(): number {
     let n = 0;
@@ -308,6 +327,7 @@ export class TestDriver {
   async #drain(force: boolean): Promise<void> {
     for (let round = 0; ; round++) {
       if (round > MAX_ROUNDS) throw new Error(`the job did not settle after ${MAX_ROUNDS} rounds (a loop?)`);
+      await this.#prefetchSchemas();
       const delivered = this.#deliver();
       const committed = await this.#commit(force);
       if (delivered === 0 && committed === 0) return;
@@ -341,10 +361,28 @@ export class TestDriver {
     const spec = source?.spec.kind === 'source' ? source.spec : undefined;
     const key = serdes.key ?? (spec?.key as Serde<K> | undefined) ?? (string() as unknown as Serde<K>);
     const value = serdes.value ?? (spec?.value as Serde<V> | undefined) ?? (bytes() as unknown as Serde<V>);
+    // A source's registry serde writes through a copy bound to the topic's subject at start.
+    const writer = <T>(s: Serde<T>, side: 'key' | 'value'): Serde<T> =>
+      isRegistrySerde(s) && s === spec?.[side]
+        ? {
+            name: s.name,
+            serialize: (v) => {
+              const w = this.#schemas?.inputWriters.get(topic)?.[side];
+              if (!w)
+                throw new Error(
+                  `${s.name}() of ${topic} was given no schema, so pipe cannot write: use pipeRaw`,
+                );
+              return w.serialize(v);
+            },
+            deserialize: (b) => s.deserialize(b),
+          }
+        : s;
+    const registry = isRegistrySerde(key) || isRegistrySerde(value);
     return new TestInput<K, V>(
       topic,
-      { key, value },
+      { key: writer(key, 'key'), value: writer(value, 'value') },
       {
+        ...(registry ? { ready: () => this.start() } : {}),
         write: (r, partition) => {
           if (!this.kafka.hasTopic(topic)) this.kafka.createTopic(topic, this.#partitionsOf(topic));
           this.kafka.append(topic, r, partition);

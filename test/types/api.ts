@@ -3,7 +3,19 @@
  * (`tsc -p test/types`, strict). Each `@ts-expect-error` line must fail to compile (tsc reports
  * an unused one), and the lines without one must compile, so the types say what the runtime does.
  */
-import { App, bytes, json, type KeyedStream, number, type Stream, string, valueState } from 'sluice';
+import {
+  App,
+  avro,
+  bytes,
+  json,
+  jsonSchema,
+  type KeyedStream,
+  number,
+  protobuf,
+  type Stream,
+  string,
+  valueState,
+} from 'sluice';
 
 interface Reading {
   sensor: string;
@@ -119,3 +131,13 @@ bySensor.process<Alert>({ onRecord: (r, ctx) => ctx.emit({ sensor: r.sensor, pre
 const counts = byBucket.count();
 expectType<Equal<typeof counts, KeyedStream<number, number>>>(true);
 app.keyedStream('raw-keyed', { value: bytes() }).to('raw-keyed-out');
+
+// Schema Registry serdes carry the record type, as key and value serdes.
+const avroIn = app.stream('avro-in', { key: avro<string>(), value: avro<Reading>() });
+expectType<Equal<typeof avroIn, Stream<string, Reading>>>(true);
+avroIn.to('avro-out', { value: avro<Reading>({ schema: { type: 'record', name: 'R', fields: [] } }) });
+avroIn.to('proto-out', { value: protobuf<Reading>({ schema: 'syntax = "proto3";', messageType: 'R' }) });
+const jsonIn = app.stream('js-in', { value: jsonSchema<Alert>() });
+expectType<Equal<typeof jsonIn, Stream<string, Alert>>>(true);
+// @ts-expect-error a writer of another record type
+jsonIn.to('js-out', { value: jsonSchema<Reading>({ schema: {} }) });

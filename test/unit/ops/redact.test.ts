@@ -60,3 +60,22 @@ test('secretsOf should list the SASL password and the HTTP token, and nothing wh
   assert.deepEqual(secretsOf({ kafka: { sasl: { password: 'p' } }, http: { authToken: 't' } }), ['p', 't']);
   assert.deepEqual(secretsOf({ kafka: { sasl: {} }, http: {} }), []);
 });
+
+test('redaction should blank the Schema Registry password and token, by path and by value', () => {
+  const cfg = {
+    schemaRegistry: { url: 'http://r', auth: { username: 'key', password: 'sr-pw', bearerToken: 'sr-tok' } },
+  };
+  assert.deepEqual(secretsOf(cfg), ['sr-pw', 'sr-tok']);
+  assert.deepEqual(secretsOf({ schemaRegistry: { url: 'https://key:in-url-secret@r:8081' } }), [
+    'in-url-secret',
+  ]);
+  const byPath = capture([]);
+  byPath.logger.info({ config: cfg });
+  byPath.logger.info(cfg);
+  const text = byPath.lines.join('');
+  for (const s of ['sr-pw', 'sr-tok']) assert.ok(!text.includes(s), `${s} leaked: ${text}`);
+  assert.ok(text.includes('"username":"key"'), 'other fields stay');
+  const byValue = capture(secretsOf(cfg));
+  byValue.logger.error({ err: new Error('registry refused sr-tok') }, 'failed');
+  assert.ok(!byValue.lines.join('').includes('sr-tok'));
+});

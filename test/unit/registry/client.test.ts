@@ -1,0 +1,110 @@
+import assert from 'node:assert/strict';
+import { createServer, type IncomingMessage } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { test } from 'node:test';
+import { loadConfig } from '../../../src/config/load.js';
+import { ConfigError, SchemaRegistryError } from '../../../src/errors.js';
+import { RegistryClient } from '../../../src/registry/client.js';
+
+/** A local HTTP server that records requests and answers with `reply` (not a registry: for headers and errors). */
+async function server(reply: (req: IncomingMessage, body: string) => [number, unknown]) {
+  const seen: Array<{ method: string; url: string; auth: string | undefined; body: string }> = [];
+  const s = createServer((req, res) => {
+    let body = '';
+    req.on('data', (d) => (body += d));
+    req.on('end', () => {
+      seen.push({ method: req.method!, url: req.url!, auth: req.headers.authorization, body });
+      const [status, json] = reply(req, body);
+      res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(json));
+    });
+  });
+  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
+  const url = `http://127.0.0.1:${(s.address() as AddressInfo).port}/base/`;
+  return { url, seen, close: () => new Promise<void>((r) => s.close(() => r())) };
+}
+
+test('the client should send basic auth or a bearer token, and cache a schema by id', async (t) => {
+  const srv = await server(() => [200, { schema: '"string"' }]);
+  t.after(srv.close);
+  const basic = new RegistryClient({ url: srv.url, auth: { username: 'key', password: 's3cret' } });
+  const s = await basic.schemaById(7);
+  assert.deepEqual(s, { schemaType: 'AVRO', schema: '"string"', references: [] });
+  await basic.schemaById(7);
+  assert.equal(srv.seen.length, 1, 'the second lookup of id 7 came from the cache');
+  assert.equal(srv.seen[0]!.url, '/base/schemas/ids/7');
+  assert.equal(srv.seen[0]!.auth, `Basic ${Buffer.from('key:s3cret').toString('base64')}`);
+  await new RegistryClient({ url: srv.url, auth: { bearerToken: 'tok-1' } }).schemaById(8);
+  assert.equal(srv.seen[1]!.auth, 'Bearer tok-1');
+  await new RegistryClient({ url: srv.url }).schemaById(9);
+  assert.equal(srv.seen[2]!.auth, undefined);
+  // Credentials in the URL become basic auth; the URL kept (and shown in errors) has none.
+  const inUrl = new RegistryClient({ url: srv.url.replace('http://', 'http://k%40y:p%3Aw@') });
+  assert.ok(!inUrl.url.includes('p%3Aw') && !inUrl.url.includes('@'), inUrl.url);
+  await inUrl.schemaById(10);
+  assert.equal(srv.seen[3]!.auth, `Basic ${Buffer.from('k@y:p:w').toString('base64')}`);
+});
+
+test('registering should POST schemaType (except for Avro) and fail with the status and the registry message', async (t) => {
+  const srv = await server((req) =>
+    req.url!.includes('bad')
+      ? [409, { error_code: 409, message: 'Incompatible artifact' }]
+      : [200, { id: 3 }],
+  );
+  t.after(srv.close);
+  const c = new RegistryClient({ url: srv.url });
+  assert.equal(await c.idOf('t-value', 'PROTOBUF', 'syntax = "proto3";', true), 3);
+  assert.equal(srv.seen[0]!.url, '/base/subjects/t-value/versions');
+  assert.deepEqual(JSON.parse(srv.seen[0]!.body), { schema: 'syntax = "proto3";', schemaType: 'PROTOBUF' });
+  assert.equal(await c.idOf('a-value', 'AVRO', '"int"', false), 3);
+  assert.equal(srv.seen[1]!.url, '/base/subjects/a-value');
+  assert.deepEqual(JSON.parse(srv.seen[1]!.body), { schema: '"int"' });
+  await assert.rejects(c.idOf('bad-value', 'AVRO', '"int"', true), (e: unknown) => {
+    assert.ok(e instanceof SchemaRegistryError);
+    assert.equal(e.code, 'SLUICE_SCHEMA_REGISTRY');
+    assert.equal(e.status, 409);
+    assert.match(
+      e.message,
+      /answered 409 to registering an AVRO schema under subject "bad-value".*incompatible.*Incompatible artifact/,
+    );
+    return true;
+  });
+});
+
+test('an unreachable registry should be a SchemaRegistryError naming the URL and the reason', async () => {
+  const srv = await server(() => [200, {}]);
+  await srv.close();
+  await assert.rejects(new RegistryClient({ url: srv.url }).subjects(), (e: unknown) => {
+    assert.ok(e instanceof SchemaRegistryError);
+    assert.match(e.message, /unreachable \(listing subjects\): ECONNREFUSED/);
+    assert.equal(e.retriable, true);
+    return true;
+  });
+});
+
+test('schemaRegistry config should be validated: auth pairs, basic or bearer, auth needs a url', () => {
+  const problems = (sr: unknown) => {
+    try {
+      loadConfig({ env: {}, overrides: { schemaRegistry: sr } as never });
+      return [];
+    } catch (e) {
+      assert.ok(e instanceof ConfigError, String(e));
+      return e.problems.map((p) => `${p.path}: ${p.message}`);
+    }
+  };
+  assert.deepEqual(problems({ url: 'http://r:8081', auth: { username: 'u', password: 'p' } }), []);
+  assert.deepEqual(problems({ url: 'http://r:8081', auth: { bearerToken: 't' } }), []);
+  assert.match(
+    problems({ url: 'http://r:8081', auth: { username: 'u' } }).join(),
+    /schemaRegistry\.auth\.password/,
+  );
+  assert.match(
+    problems({ url: 'http://r:8081', auth: { username: 'u', password: 'p', bearerToken: 't' } }).join(),
+    /either basic auth/,
+  );
+  assert.match(problems({ auth: { bearerToken: 't' } }).join(), /set, but schemaRegistry\.url is not/);
+  assert.match(problems({ url: 'ftp://r' }).join(), /schemaRegistry\.url/);
+  const c = loadConfig({ env: { SLUICE_SCHEMA_REGISTRY_URL: 'http://r:8081' } });
+  assert.equal(c.schemaRegistry.url, 'http://r:8081');
+  assert.equal(c.schemaRegistry.autoRegister, true);
+  assert.equal(c.schemaRegistry.timeoutMs, 10_000);
+});
