@@ -169,11 +169,9 @@ export class Worker {
   get statusSections(): ReadonlyMap<string, StatusSection> {
     return this.#statusSections;
   }
-
   get state(): WorkerStateName {
     return this.#state;
   }
-
   get tasks(): ReadonlyMap<string, Task> {
     return this.#manager.tasks;
   }
@@ -187,7 +185,6 @@ export class Worker {
   get members(): ReadonlyMap<string, MemberInfo> {
     return this.#members;
   }
-
   get lag(): ReadonlyMap<string, number> {
     return this.#lag;
   }
@@ -203,7 +200,6 @@ export class Worker {
   liveness(): boolean {
     return this.#state !== 'failed';
   }
-
   async start(): Promise<void> {
     if (this.#state !== 'created')
       throw new SluiceError('SLUICE_JOB_INVALID', `worker already ${this.#state}`);
