@@ -261,6 +261,11 @@ export class Task {
     while (this.#busy) await this.#busy.catch(() => undefined);
   }
 
+  /** A checkpoint is in flight (nothing is processed meanwhile). */
+  get busy(): boolean {
+    return this.#busy !== undefined;
+  }
+
   get hasPending(): boolean {
     const p = this.#progress;
     return p.dirtyRecords > 0 || p.collector.count > 0 || (this.#store?.dirty ?? false);

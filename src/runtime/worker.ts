@@ -19,6 +19,7 @@ import { StateIoError } from '../state/errors.js';
 import type { Topology } from '../topology/build.js';
 import { ChangelogWatch } from './changelog-watch.js';
 import { InputRateMeter } from './input-rate.js';
+import { type InputSyncs, workerSyncs } from './input-sync.js';
 import { retrying } from './retrying.js';
 import type { Task } from './task.js';
 import { type OpenState, TaskManager, type WorkerParts } from './task-manager.js';
@@ -81,6 +82,8 @@ export class Worker {
   #memberId: string | undefined;
   readonly #statusSections = new Map<string, StatusSection>();
   #overload: OverloadController | undefined;
+  /** Timestamp order across a task's inputs (input-sync.ts); none for one-input tasks. */
+  readonly #syncs: InputSyncs;
 
   constructor(opts: WorkerOptions) {
     this.#opts = opts;
@@ -97,6 +100,7 @@ export class Worker {
       this.metrics.lateRecords.inc({ app: this.app.id, operator: n.spec.operator, action }, 0);
     }
     this.#inputRate = new InputRateMeter(this.metrics, this.app.id);
+    this.#syncs = workerSyncs(opts.config.processing, () => this.#consumer, this.#inputRate);
     const clientId = `${opts.config.kafka.clientId}-${this.app.id}-${hostname()}-${process.pid}`;
     this.client = new KafkaClient({ ...opts.config.kafka, clientId }, this.logger);
     this.clientId = clientId;
@@ -168,11 +172,9 @@ export class Worker {
   get statusSections(): ReadonlyMap<string, StatusSection> {
     return this.#statusSections;
   }
-
   get state(): WorkerStateName {
     return this.#state;
   }
-
   get tasks(): ReadonlyMap<string, Task> {
     return this.#manager.tasks;
   }
@@ -186,7 +188,6 @@ export class Worker {
   get members(): ReadonlyMap<string, MemberInfo> {
     return this.#members;
   }
-
   get lag(): ReadonlyMap<string, number> {
     return this.#lag;
   }
@@ -207,7 +208,6 @@ export class Worker {
   liveness(): boolean {
     return this.#state !== 'failed';
   }
-
   async start(): Promise<void> {
     if (this.#state !== 'created')
       throw new SluiceError('SLUICE_JOB_INVALID', `worker already ${this.#state}`);
@@ -253,6 +253,7 @@ export class Worker {
       },
       onBatch: (b) => this.#onBatch(b),
       onSkipped: (topic, partition, lastOffset, high) => {
+        this.#syncs.fetched(topic, partition, lastOffset, high);
         if (this.#lag.has(`${topic}:${partition}`)) this.#setLag(topic, partition, high, lastOffset);
       },
       onFatal: (e) => this.#fail(e),
@@ -298,8 +299,10 @@ export class Worker {
     }
     await task.idle();
     if (b.isStale() || !this.#manager.owns(task) || task.state !== 'running') return;
+    const sync = this.#syncs.of(task);
     try {
-      const n = task.process(b.topic, b.records, b.resolveOffset);
+      // Several inputs: buffered and processed in timestamp order across them (input-sync.ts).
+      const n = sync ? sync.add(b, Date.now()) : task.process(b.topic, b.records, b.resolveOffset);
       if (n > 0) this.#inputRate.add(b.topic, b.partition, n);
     } catch (e) {
       return this.#taskFailed(task, e);
@@ -322,6 +325,7 @@ export class Worker {
     for (const t of this.#manager.tasks.values()) {
       try {
         t.tick();
+        if (!t.busy) this.#syncs.drain(t, Date.now());
       } catch (e) {
         this.#taskFailed(t, e);
       }
@@ -336,11 +340,9 @@ export class Worker {
   }
 
   /**
-   * A full disk under the state folder is not something a task retry can fix, and RocksDB keeps
-   * refusing writes until it is reopened with room to spare. The worker fails (exit code 1,
-   * /healthz 503) so that it leaves the group and its tasks fail over to the other workers, which
-   * restore them from the changelogs. Nothing committed is lost: Kafka committed the checkpoint
-   * before the local RocksDB batch was attempted, and RocksDB applies a batch entirely or not at all.
+   * A full disk under the state folder is not something a task retry can fix: the worker fails (exit
+   * 1, /healthz 503), leaves the group, and its tasks fail over to the other workers, which restore
+   * them from the changelogs. Nothing committed is lost (Kafka commits before the RocksDB batch).
    */
   #failOverOnFullDisk(task: Task, e: unknown): boolean {
     if (!(e instanceof StateIoError && e.diskFull)) return false;
