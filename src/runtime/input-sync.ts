@@ -148,6 +148,15 @@ export class InputSync {
   drain(now: number): void {
     if (this.#task.state !== 'running') return;
     this.#checkPositions(now);
+    try {
+      this.#runs(now);
+    } finally {
+      this.#resumeDrained();
+    }
+  }
+
+  /** Hands the task run after run while timestamp order allows. */
+  #runs(now: number): void {
     for (;;) {
       let best: Input | undefined;
       let bestTs = 0;
@@ -156,7 +165,7 @@ export class InputSync {
       let boundRank = 0;
       for (const i of this.#inputs) {
         if (i.empty) {
-          if (this.#mustWait(i, now)) return this.#resumeDrained();
+          if (this.#mustWait(i, now)) return;
           continue;
         }
         const ts = Number(i.records[i.head]!.timestamp);
@@ -169,7 +178,7 @@ export class InputSync {
           boundRank = i.rank;
         }
       }
-      if (best === undefined) return this.#resumeDrained();
+      if (best === undefined) return;
       const recs = best.records;
       let j = best.head + 1;
       while (j < recs.length) {
@@ -189,7 +198,7 @@ export class InputSync {
         best.emptySince = now;
       }
       if (n > 0) this.#o.processed(best.topic, this.#task.partition, n);
-      if (this.#task.state !== 'running') return this.#resumeDrained();
+      if (this.#task.state !== 'running') return;
     }
   }
 
