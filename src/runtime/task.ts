@@ -17,7 +17,7 @@ import { RecordLoop } from './record-loop.js';
 import { TaskProgress } from './task-progress.js';
 import type { TaskState } from './task-state.js';
 import { overflowTopic } from './topics.js';
-import { committedFloor, eventTimeOf, watermarkTopics } from './watermark.js';
+import { committedFloor, watermarkTopics } from './watermark.js';
 
 /**
  * A task: one partition of one sub-topology's input topics. It owns its operators, its keyed
@@ -92,7 +92,7 @@ export class Task {
     this.#rc.partition = partition;
     if (deps.now) this.#rc.now = deps.now;
     this.shedder = new TaskShedder({ ...deps.config.overload, overflowTopic: overflowTopic(deps.appId) });
-    this.#progress = new TaskProgress(deps.config.processing);
+    this.#progress = new TaskProgress(deps.config.processing, sub);
     this.#loop = new RecordLoop({
       appId: deps.appId,
       partition,
@@ -207,8 +207,7 @@ export class Task {
     this.#rc.watermark = wm.value;
     for (const topic of this.sub.sourceTopics) {
       const c = mine.find((o) => o.topic === topic);
-      const t = eventTimeOf(c?.metadata);
-      if (t !== undefined) wm.setTime(topic, t);
+      wm.restore(topic, c?.metadata);
       let off = c && BigInt(c.offset) >= 0n ? BigInt(c.offset) : undefined;
       if (off === undefined) {
         // No commit yet: start at the log's start, explicitly, so that a reset goes back there too.
@@ -219,6 +218,7 @@ export class Task {
       this.#deps.seek(topic, this.partition, off.toString());
     }
     this.#progress.clear();
+    await this.#progress.openAnnounce(admin, this.partition);
     const app = this.#deps.appId;
     this.#ops = compileOperators(
       this.sub.sources,
@@ -255,9 +255,8 @@ export class Task {
 
   /** Waits for a checkpoint in flight. */
   async idle(): Promise<void> {
-    // A failed checkpoint is handled by whoever started it (the worker resets the task); a batch
-    // that only waits for it must not fail too (kafkajs would crash the consumer on a
-    // non-retriable error, such as a coordinator lost in a broker outage).
+    // A failed checkpoint is handled by whoever started it (the worker resets the task); a batch that
+    // only waits must not fail too (kafkajs would crash the consumer on a non-retriable error).
     while (this.#busy) await this.#busy.catch(() => undefined);
   }
 
@@ -268,18 +267,14 @@ export class Task {
 
   get hasPending(): boolean {
     const p = this.#progress;
-    return p.dirtyRecords > 0 || p.collector.count > 0 || (this.#store?.dirty ?? false);
+    return p.dirtyRecords > 0 || p.collector.count > 0 || (this.#store?.dirty ?? false) || p.announceDue;
   }
 
   get checkpointDue(): boolean {
     return Date.now() - this.#progress.lastCheckpoint >= this.#deps.config.processing.commitIntervalMs;
   }
 
-  /**
-   * Processes a batch of one input partition, synchronously (see record-loop.ts). Records below
-   * the task's position (a re-fetch after a rebalance or a seek) are skipped: the task, not the
-   * consumer, knows what it has applied to its state.
-   */
+  /** Processes a batch of one input partition, synchronously, from the task's position on (record-loop.ts). */
   process(topic: string, records: InRecord[], resolveOffset: (o: string) => void): number {
     if (this.#state !== 'running') return 0;
     return this.#loop.process(this.#ops, topic, records, resolveOffset);
@@ -305,10 +300,7 @@ export class Task {
     this.#store?.advanceTime(watermark, now, this.#loop.timerGuard);
   }
 
-  /**
-   * Periodic work without input: processing-time timers, the watermark idleness moves. Throws
-   * like `process` (the `fail` policy, or a fault of Sluice or the machine): fail or reset.
-   */
+  /** Periodic work without input: processing-time timers, idleness moves. Throws like `process`. */
   tick(): void {
     if (this.#state === 'running' && !this.#busy) this.#moveWatermark(this.#rc.now());
   }
@@ -320,6 +312,7 @@ export class Task {
    */
   checkpoint(): Promise<void> {
     if (this.#busy) return this.#busy;
+    if (this.#state === 'running') this.#progress.announce(); // the watermark, to repartition readers
     if (this.#state !== 'running' || !this.hasPending) {
       this.#progress.lastCheckpoint = Date.now();
       return Promise.resolve();
