@@ -259,7 +259,12 @@ export class InputSyncs {
     let s = this.#syncs.get(task);
     if (!s) {
       this.#syncs.set(task, (s = new InputSync(task, this.#o, Date.now())));
-      for (const t of task.sub.sourceTopics) this.#byPartition.set(`${t}:${task.partition}`, s);
+      for (const t of task.sub.sourceTopics) {
+        this.#byPartition.set(`${t}:${task.partition}`, s);
+        // kafkajs keeps a pause across rebalances: a partition paused under an earlier task of
+        // this worker (revoked, then assigned back) would never be fetched again.
+        this.#o.resume(t, task.partition);
+      }
     }
     return s;
   }

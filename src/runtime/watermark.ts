@@ -179,9 +179,14 @@ export class Watermark {
     const c = this.#channels.get(topic);
     const m = eventTimeMetadata(this.#maxTs.get(topic), this.#watermark);
     if (!c) return m;
-    return JSON.stringify({ ...(m ? JSON.parse(m) : {}), c: c.times.map((x) => x ?? null) });
+    const withWriters = JSON.stringify({ ...(m ? JSON.parse(m) : {}), c: c.times.map((x) => x ?? null) });
+    // The broker refuses metadata over offset.metadata.max.bytes (4096 by default): past ~250
+    // writers they are left out, and a restarted task waits for each to announce again.
+    return withWriters.length <= MAX_METADATA ? withWriters : m;
   }
 }
+
+const MAX_METADATA = 4000;
 
 interface Channel {
   /** Per upstream writer, the latest watermark it announced. */
