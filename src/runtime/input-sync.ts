@@ -196,6 +196,10 @@ export class InputSync {
         best.head = 0;
         best.bytes = 0;
         best.emptySince = now;
+      } else if (best.head >= 4096 && best.head * 2 >= recs.length) {
+        // An input that never runs dry must not keep its processed prefix alive.
+        best.records = recs.slice(best.head);
+        best.head = 0;
       }
       if (n > 0) this.#o.processed(best.topic, this.#task.partition, n);
       if (this.#task.state !== 'running') return;

@@ -117,3 +117,30 @@ test('a buffer should be dropped when the task went back to an earlier position 
   s.add(batch('s', recs(2, [12, 13]), 5), 0);
   assert.deepEqual(task.seen.slice(-2), ['s2@12', 's3@13']);
 });
+
+test('a long interleaving should come out in timestamp order, each record once (an input that never runs dry)', () => {
+  const task = fakeTask();
+  const { s, batch } = sync(task);
+  const N = 20_000;
+  // s at even times, t at odd ones, in batches of 5000 and 3000: neither runs dry until the end.
+  const evens = recs(
+    0,
+    Array.from({ length: N }, (_, i) => 2 * i),
+  );
+  const odds = recs(
+    0,
+    Array.from({ length: N }, (_, i) => 2 * i + 1),
+  );
+  let si = 0;
+  let ti = 0;
+  while (si < N || ti < N) {
+    if (si < N) s.add(batch('s', evens.slice(si, (si += 5000)), N), 0);
+    if (ti < N) s.add(batch('t', odds.slice(ti, (ti += 3000)), N), 0);
+  }
+  const times = task.seen.map((x) => Number(x.split('@')[1]));
+  assert.equal(times.length, 2 * N);
+  assert.ok(
+    times.every((t, i) => i === 0 || t > times[i - 1]!),
+    'strictly rising times',
+  );
+});
