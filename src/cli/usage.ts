@@ -99,7 +99,8 @@ The topic must exist. Prints how many records were written to stderr.
 
 Prints the topic's records as they come, one line each: partition, offset, key and value
 (tab-separated; keys and values as UTF-8, a null one as "null"). Reads in a group of its own that
-commits nothing. Stops on Ctrl-C, or after N records with --max-records.
+commits nothing. Stops on Ctrl-C, or after N records with --max-records. Skips the watermark
+control records of repartition topics (no value, header sluice.watermark).
   --from-beginning   start at each partition's first record (default: records written from now on)
   --read-committed   only records of committed transactions (what a Sluice job's readers see);
                      default read_uncommitted, which also shows aborted writes

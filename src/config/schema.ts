@@ -158,6 +158,12 @@ const processing = z
      * last windows close. 0 (default): off.
      */
     idleAdvanceMs: z.number().int().min(0).default(0),
+    /**
+     * A task with several inputs processes their records in timestamp order; an input with
+     * nothing buffered holds the others back for up to this long, unless its last fetch reached
+     * the end of the partition (Kafka Streams' `max.task.idle.ms`). -1: never wait.
+     */
+    maxTaskIdleMs: z.number().int().min(-1).default(1000),
   })
   .strict();
 

@@ -1,5 +1,6 @@
 import './kafkajs-preload.js';
 import type { Consumer, Kafka } from 'kafkajs';
+import { WATERMARK_HEADER } from './types.js';
 
 export interface TailedRecord {
   topic: string;
@@ -44,6 +45,8 @@ export class TopicTail {
     await c.run({
       autoCommit: false,
       eachMessage: async ({ topic, partition, message }) => {
+        // A repartition topic's watermark control record (Sluice's own, no value): not data.
+        if (message.value === null && message.headers?.[WATERMARK_HEADER] !== undefined) return;
         onRecord({
           topic,
           partition,

@@ -4,6 +4,13 @@
  */
 export type Headers = Record<string, Buffer | string | (Buffer | string)[] | undefined>;
 
+/**
+ * The header of a watermark control record in a repartition topic (`writer/writers/watermark`:
+ * the upstream task's partition, the upstream partition count, its watermark in ms). Such a record
+ * has no key and no value; it never reaches an operator, and `sluice tail` skips it.
+ */
+export const WATERMARK_HEADER = 'sluice.watermark';
+
 export interface InRecord {
   key: Buffer | null;
   value: Buffer | null;

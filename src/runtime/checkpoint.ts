@@ -11,7 +11,6 @@ import type { WorkerMetrics } from '../ops/metrics.js';
 import { checkpointSize } from './checkpoint-size.js';
 import type { TaskProgress } from './task-progress.js';
 import type { TaskState } from './task-state.js';
-import { eventTimeMetadata } from './watermark.js';
 
 export interface CheckpointDeps {
   appId: string;
@@ -61,7 +60,7 @@ export async function writeCheckpoint(
     topic,
     partition: d.partition,
     offset: o.toString(),
-    metadata: eventTimeMetadata(progress.watermark.timeOf(topic), progress.watermark.value),
+    metadata: progress.watermark.metadataOf(topic),
   }));
   let written: WrittenOffsets;
   if (d.eos) {

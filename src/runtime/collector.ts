@@ -17,11 +17,14 @@ export class Collector implements Emitter {
     value: Buffer | null,
     timestamp: number,
     headers: Record<string, unknown> | undefined,
+    /** A given partition (watermark control records); else the key's hash picks it. */
+    partition?: number,
   ): void {
     let list = this.byTopic.get(topic);
     if (!list) this.byTopic.set(topic, (list = []));
     const rec: OutRecord = { key, value, timestamp: String(timestamp) };
     if (headers !== undefined) rec.headers = headers as OutRecord['headers'];
+    if (partition !== undefined) rec.partition = partition;
     list.push(rec);
     this.#log.push(list);
     this.count++;

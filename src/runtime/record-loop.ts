@@ -9,6 +9,7 @@ import type { Op } from './operators.js';
 import type { MutableRecordContext } from './record-context.js';
 import type { TaskProgress } from './task-progress.js';
 import type { TimerGuard } from './task-state.js';
+import { WATERMARK_HEADER } from './watermark.js';
 
 export interface RecordLoopDeps {
   appId: string;
@@ -109,6 +110,11 @@ export class RecordLoop {
     // processed against that watermark. Decisions (late or not, which windows are open) thus
     // depend only on the record order within the partition, never on how records were batched.
     const inWatermark = !source.spec.table;
+    // A repartition input's time is its upstream writers' announced watermarks (watermark control
+    // records, which reach no operator), not the event times of its records: catch-up of one
+    // upstream task does not make another's records late.
+    const channel = source.spec.internal;
+    let controls = 0;
     // A record makes its input active again (`processing.idleTimeoutMs`) before it moves anything.
     if (inWatermark && n > 0) wm.touch(topic, rc.now());
     let maxTs = wm.timeOf(topic) ?? Number.NEGATIVE_INFINITY;
@@ -121,6 +127,14 @@ export class RecordLoop {
     let shed = 0;
     for (let i = first; i < records.length; i++) {
       const r = records[i]!;
+      if (channel) {
+        const h = r.headers?.[WATERMARK_HEADER];
+        if (h !== undefined && r.value === null) {
+          controls++;
+          if (wm.announce(topic, h as Buffer | string, rc.now())) this.#d.moveWatermark();
+          continue;
+        }
+      }
       rc.offset = r.offset;
       rc.timestamp = Number(r.timestamp);
       if (shedAtSource && shedder.dropRandom()) {
@@ -159,7 +173,7 @@ export class RecordLoop {
         );
         continue;
       }
-      if (inWatermark && rc.timestamp > maxTs) {
+      if (inWatermark && !channel && rc.timestamp > maxTs) {
         maxTs = rc.timestamp;
         wm.setTime(topic, maxTs);
         this.#d.moveWatermark();
@@ -186,16 +200,17 @@ export class RecordLoop {
       progress.toCommit.set(topic, next);
     }
     progress.dirtyRecords += n;
-    if (n > 0) {
+    const data = n - controls;
+    if (data > 0) {
       const busyMs = performance.now() - started;
-      shedder.processed += n - shed;
+      shedder.processed += data - shed;
       shedder.busyMs += busyMs;
-      metrics.recordsIn.inc({ app: appId, topic }, n);
+      metrics.recordsIn.inc({ app: appId, topic }, data);
       // Counted with the batch (source and .shed() drops alike), so in step with records_in.
       if (shedder.shed > shedBefore)
         metrics.recordsShed.inc({ app: appId, reason: shedder.reason }, shedder.shed - shedBefore);
       metrics.processingTime.observe({ app: appId }, busyMs / 1000);
     }
-    return n;
+    return data;
   }
 }

@@ -2,7 +2,7 @@ import type { KafkaAdmin } from '../kafka/admin.js';
 import type { SubTopology } from '../topology/build.js';
 import type { MutableRecordContext } from './record-context.js';
 import type { TaskProgress } from './task-progress.js';
-import { committedFloor, eventTimeOf, watermarkTopics } from './watermark.js';
+import { committedFloor, watermarkTopics } from './watermark.js';
 
 /**
  * Where a starting task resumes each input: the group's committed offset of its partition (or
@@ -25,8 +25,7 @@ export async function resumeInputs(
   rc.watermark = wm.value;
   for (const topic of sub.sourceTopics) {
     const c = mine.find((o) => o.topic === topic);
-    const t = eventTimeOf(c?.metadata);
-    if (t !== undefined) wm.setTime(topic, t);
+    wm.restore(topic, c?.metadata);
     let off = c && BigInt(c.offset) >= 0n ? BigInt(c.offset) : undefined;
     if (off === undefined) {
       const low = (await admin.offsets(topic)).find((p) => p.partition === partition)?.low;

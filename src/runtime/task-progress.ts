@@ -1,6 +1,7 @@
 import type { SluiceConfig } from '../config/schema.js';
+import type { SubTopology } from '../topology/build.js';
 import { Collector } from './collector.js';
-import { Watermark } from './watermark.js';
+import { WATERMARK_HEADER, Watermark } from './watermark.js';
 
 /**
  * What a task has read and written since its last checkpoint: filled by its record loop
@@ -20,7 +21,11 @@ export class TaskProgress {
 
   constructor(
     p: Pick<SluiceConfig['processing'], 'maxOutOfOrdernessMs' | 'idleTimeoutMs' | 'idleAdvanceMs'>,
+    sub?: SubTopology,
   ) {
+    for (const n of sub?.nodes ?? [])
+      if (n.spec.kind === 'sink' && n.spec.internal && !this.#announceTo.includes(n.spec.topic))
+        this.#announceTo.push(n.spec.topic);
     this.watermark = new Watermark(p.maxOutOfOrdernessMs, {
       timeoutMs: p.idleTimeoutMs,
       advanceMs: p.idleAdvanceMs,
@@ -43,8 +48,47 @@ export class TaskProgress {
     return w;
   }
 
+  /** Repartition topics this task writes: it announces its watermark into each of their partitions. */
+  readonly #announceTo: string[] = [];
+  /** Their partition count (the upstream sub-topology's: a repartition topic has its writer's). */
+  #writers = 0;
+  #writer = 0;
+  #announced: number | undefined;
+
+  /**
+   * Learns the partition count of the repartition topics this task writes, if any (`partitions`:
+   * the admin's offsets of one of them); `writer` is the task's partition.
+   */
+  async openAnnounce(admin: { offsets(topic: string): Promise<unknown[]> }, writer: number): Promise<void> {
+    this.#writer = writer;
+    if (this.#announceTo.length > 0) this.#writers = (await admin.offsets(this.#announceTo[0]!)).length;
+  }
+
+  /** The watermark moved since it was last announced into the repartition topics. */
+  get announceDue(): boolean {
+    const w = this.watermark.value;
+    return this.#writers > 0 && w !== undefined && w !== this.#announced;
+  }
+
+  /**
+   * Announces the task's watermark downstream, as Flink does per channel: one control record
+   * (no key, no value, {@link WATERMARK_HEADER} = `writer/writers/watermark`) into every partition
+   * of every repartition topic it writes, after the records it wrote there, in the checkpoint's
+   * transaction. Readers take the minimum over the writers (watermark.ts).
+   */
+  announce(): void {
+    if (!this.announceDue) return;
+    const w = this.watermark.value!;
+    const headers = { [WATERMARK_HEADER]: `${this.#writer}/${this.#writers}/${w}` };
+    for (const topic of this.#announceTo)
+      for (let p = 0; p < this.#writers; p++)
+        this.collector.emit(topic, null, null, Math.max(0, w), headers, p);
+    this.#announced = w;
+  }
+
   /** Throws away the outputs and offsets since the last checkpoint. */
   clear(): void {
+    this.#announced = undefined;
     this.collector.clear();
     this.toCommit.clear();
     this.dirtyRecords = 0;

@@ -90,7 +90,7 @@ export class Task {
     this.#rc.partition = partition;
     if (deps.now) this.#rc.now = deps.now;
     this.shedder = new TaskShedder({ ...deps.config.overload, overflowTopic: overflowTopic(deps.appId) });
-    this.#progress = new TaskProgress(deps.config.processing);
+    this.#progress = new TaskProgress(deps.config.processing, sub);
     const parts = taskParts({
       ...deps,
       taskId: id,
@@ -177,17 +177,12 @@ export class Task {
     // 2. Local state, replayed from the changelogs to their end.
     this.#store = await this.#deps.openState(this);
     if (this.isClosed) return this.#release();
-    // 3. Input offsets (and event times), and the operators.
+    // 3. Input offsets (and event times, upstream writers' watermarks), and the operators.
+    const admin = await this.#deps.client.admin();
     const seek = (t: string, o: string) => this.#deps.seek(t, this.partition, o);
-    await resumeInputs(
-      await this.#deps.client.admin(),
-      this.#deps.groupId,
-      this,
-      this.#progress,
-      this.#rc,
-      seek,
-    );
+    await resumeInputs(admin, this.#deps.groupId, this, this.#progress, this.#rc, seek);
     this.#progress.clear();
+    await this.#progress.openAnnounce(admin, this.partition);
     this.#recordCache.clear();
     const { appId, metrics, opCounts } = this.#deps;
     this.#ops = compileTaskOperators({
@@ -219,16 +214,15 @@ export class Task {
 
   /** Waits for a checkpoint in flight. */
   async idle(): Promise<void> {
-    // A failed checkpoint is handled by whoever started it (the worker resets the task); a batch
-    // that only waits for it must not fail too (kafkajs would crash the consumer on a
-    // non-retriable error, such as a coordinator lost in a broker outage).
+    // A failed checkpoint is handled by whoever started it (the worker resets the task); a batch that
+    // only waits must not fail too (kafkajs would crash the consumer on a non-retriable error).
     while (this.#busy) await this.#busy.catch(() => undefined);
   }
 
   get hasPending(): boolean {
     const p = this.#progress;
     const held = this.#recordCache.size > 0 || (this.#store?.dirty ?? false);
-    return p.dirtyRecords > 0 || p.collector.count > 0 || held;
+    return p.dirtyRecords > 0 || p.collector.count > 0 || held || p.announceDue;
   }
 
   /** A commit interval has passed since the last checkpoint started. */
@@ -246,11 +240,7 @@ export class Task {
     return this.#busy !== undefined && this.checkpointDue;
   }
 
-  /**
-   * Processes a batch of one input partition, synchronously (see record-loop.ts). Records below
-   * the task's position (a re-fetch after a rebalance or a seek) are skipped: the task, not the
-   * consumer, knows what it has applied to its state.
-   */
+  /** Processes a batch of one input partition, synchronously, from the task's position on (record-loop.ts). */
   process(topic: string, records: InRecord[], resolveOffset: (o: string) => void): number {
     if (this.#state !== 'running') return 0;
     const n = this.#loop.process(this.#ops, topic, records, resolveOffset);
@@ -278,10 +268,7 @@ export class Task {
     this.#store?.advanceTime(watermark, now, this.#loop.timerGuard);
   }
 
-  /**
-   * Periodic work without input: processing-time timers, the watermark idleness moves. Throws
-   * like `process` (the `fail` policy, or a fault of Sluice or the machine): fail or reset.
-   */
+  /** Periodic work without input: processing-time timers, idleness moves. Throws like `process`. */
   tick(): void {
     if (this.#state === 'running') this.#moveWatermark(this.#rc.now());
   }
@@ -300,6 +287,8 @@ export class Task {
         return Promise.reject(e);
       }
     }
+    // The watermark, to repartition readers (after the flushed updates it covers).
+    if (this.#state === 'running') this.#progress.announce();
     if (this.#state !== 'running' || !this.hasPending) {
       this.#progress.lastCheckpoint = Date.now();
       return Promise.resolve();

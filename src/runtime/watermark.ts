@@ -1,3 +1,4 @@
+import { WATERMARK_HEADER } from '../kafka/types.js';
 import type { SubTopology } from '../topology/build.js';
 
 /** Idleness (`processing.idleTimeoutMs`, `processing.idleAdvanceMs`): 0 turns each off. */
@@ -17,8 +18,10 @@ export interface Idleness {
  * time kept flowing with the wall clock. The watermark never goes back.
  */
 export class Watermark {
-  /** Event time per input topic (max seen). */
+  /** Event time per input topic (max seen; for a repartition input, the writers' minimum + disorder). */
   readonly #maxTs = new Map<string, number>();
+  /** Repartition inputs: the watermark each upstream writer (task partition) announced last. */
+  readonly #channels = new Map<string, Channel>();
   /** Wall time of the last record per input topic (the task's start until one comes). */
   readonly #lastActive = new Map<string, number>();
   #lastRecord = 0;
@@ -68,6 +71,8 @@ export class Watermark {
   reset(topics: string[], now = 0, floor?: number): void {
     this.#maxTs.clear();
     this.#lastActive.clear();
+    this.#channels.clear();
+    this.#started = now;
     this.#watermark = floor;
     this.#topics = topics;
     this.#lastRecord = now;
@@ -80,6 +85,10 @@ export class Watermark {
    */
   advance(now = 0): number | undefined {
     if (this.#topics.length === 0) return undefined;
+    for (const [t, c] of this.#channels) {
+      const v = this.#channelTime(c, now);
+      if (v !== undefined && v > (this.#maxTs.get(t) ?? Number.NEGATIVE_INFINITY)) this.#maxTs.set(t, v);
+    }
     let min = Number.POSITIVE_INFINITY;
     let max = Number.NEGATIVE_INFINITY;
     let held = false;
@@ -103,6 +112,100 @@ export class Watermark {
     if (this.#watermark !== undefined && w <= this.#watermark) return undefined;
     this.#watermark = w;
     return w;
+  }
+
+  #started = 0;
+
+  /**
+   * A watermark control record on a repartition input (`value` of its {@link WATERMARK_HEADER}:
+   * `writer/writers/watermark`), read at wall time `now`. A writer's watermark never goes back
+   * (at-least-once may repeat an older one). False for a malformed value (ignored).
+   */
+  announce(topic: string, value: Buffer | string, now: number): boolean {
+    const [writer, writers, w] = String(value).split('/').map(Number) as [number, number, number];
+    if (!Number.isInteger(writer) || !Number.isInteger(writers) || writer < 0 || writer >= writers)
+      return false;
+    if (!Number.isFinite(w)) return false;
+    const c = this.#channel(topic, writers);
+    const before = c.times[writer];
+    if (before === undefined || w > before) c.times[writer] = w;
+    c.seen[writer] = now;
+    return true;
+  }
+
+  #channel(topic: string, writers: number): Channel {
+    let c = this.#channels.get(topic);
+    if (!c || c.times.length !== writers) {
+      c = { times: new Array(writers).fill(undefined), seen: new Array(writers).fill(this.#started) };
+      this.#channels.set(topic, c);
+    }
+    return c;
+  }
+
+  /**
+   * The time a repartition input stands at: the minimum over its upstream writers of their
+   * watermarks (+ the disorder, subtracted again by {@link advance}); undefined while a writer has
+   * not announced one. With the idle timeout, a writer silent that long is left out (all silent:
+   * the largest of them).
+   */
+  #channelTime(c: Channel, now: number): number | undefined {
+    const timeout = this.#idle.timeoutMs;
+    let min = Number.POSITIVE_INFINITY;
+    let max = Number.NEGATIVE_INFINITY;
+    for (let i = 0; i < c.times.length; i++) {
+      const t = c.times[i];
+      if (t !== undefined && t > max) max = t;
+      if (timeout > 0 && now - c.seen[i]! >= timeout) continue;
+      if (t === undefined) return undefined;
+      if (t < min) min = t;
+    }
+    if (min === Number.POSITIVE_INFINITY) min = max;
+    return min === Number.NEGATIVE_INFINITY ? undefined : min + this.#maxOutOfOrdernessMs;
+  }
+
+  /** Restores a topic's committed time (`t`) and, for a repartition input, its writers' watermarks (`c`). */
+  restore(topic: string, metadata: string | null | undefined): void {
+    const t = eventTimeOf(metadata);
+    if (t !== undefined) this.setTime(topic, t);
+    const c = writersOf(metadata);
+    if (c) {
+      const ch = this.#channel(topic, c.length);
+      for (let i = 0; i < c.length; i++) ch.times[i] = c[i] ?? undefined;
+    }
+  }
+
+  /** The offset commit's metadata of a topic: its time, the watermark, its writers' watermarks. */
+  metadataOf(topic: string): string | null {
+    const c = this.#channels.get(topic);
+    const m = eventTimeMetadata(this.#maxTs.get(topic), this.#watermark);
+    if (!c) return m;
+    const withWriters = JSON.stringify({ ...(m ? JSON.parse(m) : {}), c: c.times.map((x) => x ?? null) });
+    // The broker refuses metadata over offset.metadata.max.bytes (4096 by default): past ~250
+    // writers they are left out, and a restarted task waits for each to announce again.
+    return withWriters.length <= MAX_METADATA ? withWriters : m;
+  }
+}
+
+const MAX_METADATA = 4000;
+
+interface Channel {
+  /** Per upstream writer, the latest watermark it announced. */
+  times: Array<number | undefined>;
+  /** Per upstream writer, the wall time it was last heard from (the task's start until then). */
+  seen: number[];
+}
+
+export { WATERMARK_HEADER };
+
+function writersOf(metadata: string | null | undefined): Array<number | null> | undefined {
+  if (!metadata) return undefined;
+  try {
+    const c = (JSON.parse(metadata) as Record<string, unknown>).c;
+    return Array.isArray(c)
+      ? c.map((x) => (typeof x === 'number' && Number.isFinite(x) ? x : null))
+      : undefined;
+  } catch {
+    return undefined;
   }
 }
 

@@ -20,6 +20,7 @@ import { StateIoError } from '../state/errors.js';
 import type { Topology } from '../topology/build.js';
 import { ChangelogWatch } from './changelog-watch.js';
 import { InputRateMeter } from './input-rate.js';
+import { type InputSyncs, workerSyncs } from './input-sync.js';
 import { retrying } from './retrying.js';
 import type { Task } from './task.js';
 import { type OpenState, TaskManager, type WorkerParts } from './task-manager.js';
@@ -82,6 +83,8 @@ export class Worker {
   #memberId: string | undefined;
   readonly #statusSections = new Map<string, StatusSection>();
   #overload: OverloadController | undefined;
+  /** Timestamp order across a task's inputs (input-sync.ts); none for one-input tasks. */
+  readonly #syncs: InputSyncs;
 
   constructor(opts: WorkerOptions) {
     this.#opts = opts;
@@ -98,6 +101,7 @@ export class Worker {
       this.metrics.lateRecords.inc({ app: this.app.id, operator: n.spec.operator, action }, 0);
     }
     this.#inputRate = new InputRateMeter(this.metrics, this.app.id);
+    this.#syncs = workerSyncs(opts.config.processing, () => this.#consumer, this.#inputRate);
     const clientId = `${opts.config.kafka.clientId}-${this.app.id}-${hostname()}-${process.pid}`;
     this.client = new KafkaClient({ ...opts.config.kafka, clientId }, this.logger);
     this.clientId = clientId;
@@ -157,11 +161,7 @@ export class Worker {
     return this.#plan;
   }
 
-  /**
-   * Adds a section to /status: `fn` runs on every status request and its result appears under
-   * `name` (e.g. `overload`). Keep it cheap and synchronous.
-   * @example worker.addStatusSection('overload', () => ({ shedFraction: shedder.p }))
-   */
+  /** Adds a section to /status: `fn` runs on every status request (keep it cheap and synchronous). */
   addStatusSection(name: string, fn: StatusSection): void {
     this.#statusSections.set(name, fn);
   }
@@ -246,6 +246,7 @@ export class Worker {
       },
       onBatch: (b) => schemas.before(b.topic, b.records, () => this.#onBatch(b)),
       onSkipped: (topic, partition, lastOffset, high) => {
+        this.#syncs.fetched(topic, partition, lastOffset, high);
         if (this.#lag.has(`${topic}:${partition}`)) this.#setLag(topic, partition, high, lastOffset);
       },
       onFatal: (e) => this.#fail(e),
@@ -291,8 +292,9 @@ export class Worker {
     }
     if (task.checkpointBacklogged) await task.idle();
     if (b.isStale() || !this.#manager.owns(task) || task.state !== 'running') return;
+    const sync = this.#syncs.of(task); // several inputs: in timestamp order across them
     try {
-      const n = task.process(b.topic, b.records, b.resolveOffset);
+      const n = sync ? sync.add(b, Date.now()) : task.process(b.topic, b.records, b.resolveOffset);
       if (n > 0) this.#inputRate.add(b.topic, b.partition, n);
     } catch (e) {
       return this.#taskFailed(task, e);
@@ -300,8 +302,7 @@ export class Worker {
     const last = b.records[b.records.length - 1];
     // From the fetch's end, not the last record's: a trailing commit marker is no backlog.
     if (last) this.#setLag(b.topic, b.partition, b.highWatermark, b.fetchedTo ?? last.offset);
-    // Not awaited: the next fetch and its processing overlap the commit (see Task.checkpointBacklogged).
-    if (task.checkpointDue) void this.#manager.checkpoint(task);
+    if (task.checkpointDue) void this.#manager.checkpoint(task); // not awaited: see checkpointBacklogged
   }
 
   /** Lag = high watermark − position, the position being one past `lastOffset` (records or markers). */
@@ -316,6 +317,7 @@ export class Worker {
     for (const t of this.#manager.tasks.values()) {
       try {
         t.tick();
+        if (!t.checkpointBacklogged) this.#syncs.drain(t, Date.now());
       } catch (e) {
         this.#taskFailed(t, e);
       }
@@ -330,11 +332,9 @@ export class Worker {
   }
 
   /**
-   * A full disk under the state folder is not something a task retry can fix, and RocksDB keeps
-   * refusing writes until it is reopened with room to spare. The worker fails (exit code 1,
-   * /healthz 503) so that it leaves the group and its tasks fail over to the other workers, which
-   * restore them from the changelogs. Nothing committed is lost: Kafka committed the checkpoint
-   * before the local RocksDB batch was attempted, and RocksDB applies a batch entirely or not at all.
+   * A full disk under the state folder is not something a task retry can fix: the worker fails (exit
+   * 1, /healthz 503), leaves the group, and its tasks fail over to the other workers, which restore
+   * them from the changelogs. Nothing committed is lost (Kafka commits before the RocksDB batch).
    */
   #failOverOnFullDisk(task: Task, e: unknown): boolean {
     // The `fail` policy met at a checkpoint (an update flushed from the record cache) fails too.
