@@ -12,11 +12,11 @@ const H = 0.9;
 const TAU_MS = 5000; // a bucket bound of the latency histogram, so p99 ≤ τ is read off exactly
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-function overloadEnv(env: Record<string, string>, mode: string): Record<string, string> {
+function overloadEnv(env: Record<string, string>, mode: string, kind = 'sleep'): Record<string, string> {
   return {
     ...env,
     TEST_COST_US: String(COST_US),
-    TEST_COST_KIND: 'sleep',
+    TEST_COST_KIND: kind,
     SLUICE_OVERLOAD_MODE: mode,
     SLUICE_OVERLOAD_HEADROOM: String(H),
     SLUICE_OVERLOAD_LATENCY_TARGET_MS: String(TAU_MS),
@@ -79,7 +79,8 @@ async function snapshot(
 
 test('overload shed mode should keep H·C/λ of the input at 2x capacity, hold p99 latency under τ, and stop shedding below capacity', async (t) => {
   const { id, input, output, env } = await jobTopics('t-shed', 1);
-  const w = spawnWorker('busy', { name: 'shed', env: overloadEnv(env, 'shed') });
+  // The exact cost (see busy.ts): the check below is against the true capacity 1e6/COST_US.
+  const w = spawnWorker('busy', { name: 'shed', env: overloadEnv(env, 'shed', 'exact') });
   const p = new PacedProducer(input, 1);
   t.after(() => cleanup(p, [w], id));
   await ready(w);
