@@ -184,6 +184,7 @@ export class TestDriver {
     const admin = await this.kafka.client(() => this.#clock).admin();
     this.#plan = await prepareTopics(admin, this.topology, {
       overflow: this.config.overload.mode === 'divert',
+      replicationFactor: this.config.kafka.replicationFactor,
     });
     const all: string[] = [];
     for (const s of this.topology.subtopologies)
