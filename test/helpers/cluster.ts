@@ -11,6 +11,7 @@ import {
   stopLocalKafka,
 } from '../../src/dev/local-kafka.js';
 import { freePort } from './ports.js';
+import { TcpProxy } from './tcp-proxy.js';
 
 /**
  * A local 3-node KRaft cluster of a test file's own, on free ports and a temporary data dir. It
@@ -45,7 +46,14 @@ export async function freePortRange(n: number): Promise<number> {
 }
 
 const live = new Set<string>();
-process.on('exit', () => {
+// A signalled test process (the runner stopping it) runs no exit handlers: kill the nodes first.
+for (const sig of ['SIGINT', 'SIGTERM'] as const)
+  process.once(sig, () => {
+    killLeftNodes();
+    process.exit(130);
+  });
+process.on('exit', killLeftNodes);
+function killLeftNodes(): void {
   // Synchronous last resort: kill every node JVM whose pid file is still there.
   for (const dataDir of live)
     for (let id = 1; id <= 3; id++) {
@@ -54,7 +62,7 @@ process.on('exit', () => {
         if (Number.isInteger(pid) && pid > 0) signalGroup(pid, 'SIGKILL');
       } catch {}
     }
-});
+}
 
 export async function startTestCluster(
   opts: { listeners?: ExtraListener[]; log?: (m: string) => void } = {},
@@ -121,4 +129,33 @@ export function leaderCounts(leaders: Leaders): Map<number, number> {
   const out = new Map<number, number>();
   for (const ls of leaders.values()) for (const l of ls) out.set(l, (out.get(l) ?? 0) + 1);
   return out;
+}
+
+/**
+ * A test cluster whose nodes each have a second listener, PROXIED, fronted by a {@link TcpProxy}
+ * of the test's: metadata served on it names the proxies' ports, so a client bootstrapped at
+ * `proxiedBrokers` reaches every broker through the proxies only, and cutting them cuts it off.
+ */
+export async function startProxiedCluster(): Promise<{
+  cluster: TestCluster;
+  proxies: TcpProxy[];
+  proxiedBrokers: string[];
+}> {
+  const listenerPorts: number[] = [];
+  const proxyPorts: number[] = [];
+  const taken = new Set<number>();
+  while (proxyPorts.length < 3) {
+    const a = await freePort();
+    const b = await freePort();
+    if (a === b || taken.has(a) || taken.has(b)) continue;
+    taken.add(a).add(b);
+    listenerPorts.push(a);
+    proxyPorts.push(b);
+  }
+  const cluster = await startTestCluster({
+    listeners: [{ name: 'PROXIED', ports: listenerPorts, advertisedPorts: proxyPorts }],
+  });
+  const proxies = proxyPorts.map((p, i) => new TcpProxy(p, listenerPorts[i]!));
+  for (const p of proxies) await p.heal();
+  return { cluster, proxies, proxiedBrokers: proxyPorts.map((p) => `127.0.0.1:${p}`) };
 }
