@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs';
+import { readFileSync, rmSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -62,6 +62,7 @@ function killLeftNodes(): void {
         if (Number.isInteger(pid) && pid > 0) signalGroup(pid, 'SIGKILL');
       } catch {}
     }
+  for (const dataDir of live) rmSync(dataDir, { recursive: true, force: true });
 }
 
 export async function startTestCluster(

@@ -109,7 +109,19 @@ test('a slow link below the timeouts should cause no rebalance and leave the out
   t.diagnostic(
     `${gen.count} records; ${delayed} chunks delayed ${LATENCY_MS} ms; slow worker's tasks ${tasksAfter.join(',')}`,
   );
-  if (out.length !== gen.count) t.diagnostic(describeShortfall(out, gen.expected));
+  if (out.length !== gen.count) {
+    t.diagnostic(describeShortfall(out, gen.expected));
+    const seen = new Set<string>();
+    const twice = out.filter(
+      (r) => seen.has(`${r.partition}@${r.offset}`) || !seen.add(`${r.partition}@${r.offset}`),
+    );
+    t.diagnostic(`records the reader returned twice (same partition and offset): ${twice.length}`);
+    t.diagnostic(`rebalances or fencing while slow: ${rebalances.length}`);
+    for (const w of workers) {
+      const own = w.logs.filter((l) => !l.includes('"component":"kafkajs"'));
+      console.error(`--- ${w.name} ---\n${own.slice(-40).join('\n')}`);
+    }
+  }
   assertExactRunningSums(out, gen.expected);
   assert.ok(delayed > 1000, `the slow worker's traffic went through the delay (${delayed} chunks)`);
   assert.deepEqual(rebalances, [], 'no rebalance and no fencing while the link was slow');
