@@ -165,12 +165,16 @@ async function main(): Promise<number> {
     let sendErrors = 0;
     let seq = 0;
     const producerDone = (async () => {
-      const p = testKafka().producer({
-        idempotent: true,
-        maxInFlightRequests: 1,
-        retry: { retries: 40, initialRetryTime: 300, maxRetryTime: 3000 },
-      });
-      await p.connect();
+      const newProducer = async () => {
+        const made = testKafka().producer({
+          idempotent: true,
+          maxInFlightRequests: 1,
+          retry: { retries: 40, initialRetryTime: 300, maxRetryTime: 3000 },
+        });
+        await made.connect();
+        return made;
+      };
+      let p = await newProducer();
       const started = Date.now();
       let rnd = 12345;
       const next = () => {
@@ -191,9 +195,13 @@ async function main(): Promise<number> {
             break;
           } catch (e) {
             sendErrors++;
-            note(`input send failed (${(e as Error).message}); retrying`);
-            if (attempt >= 5) break;
+            // kafkajs's idempotent producer does not recover from some errors after a leader
+            // change (OUT_OF_ORDER_SEQUENCE_NUMBER on every later send): start a new one.
+            note(`input send failed (${(e as Error).message}); retrying with a new producer`);
+            await p.disconnect().catch(() => undefined);
             await sleep(1000);
+            p = await newProducer().catch(() => p);
+            if (attempt >= 5) break;
           }
         }
         const due = started + (produced / o.rate) * 1000;
