@@ -11,7 +11,7 @@ import { startLocalKafka, stopLocalKafka } from '../dist/src/dev/local-kafka.js'
 
 const PORT_ENV = 'SLUICE_TEST_KAFKA_PORT_BASE';
 /** Test files run alone, before the others (see below). */
-const ALONE = /(^|\/)overload\.test\.js$/;
+const ALONE = /(^|\/)(overload|cluster(-[a-z-]+)?)\.test\.js$/;
 const DEFAULT_PORT = 39092;
 /** Pairs of ports (client, controller) tried from the base: base, base + 2, … */
 const PORT_PAIRS = 10;
@@ -80,7 +80,9 @@ if (!env.KAFKA_BROKERS) {
 }
 // Files that measure the worker against the machine (the overload tests check shedding against
 // the true capacity of an injected cost, within 10 %) run first and alone: beside another test
-// file on 2 cores they measure the neighbour. Every other file runs two at a time.
+// file on 2 cores they measure the neighbour. So do the cluster tests (cluster*.test.js): each
+// starts a 3-node Kafka of its own and times takeovers and rebalances against session timeouts,
+// which a neighbour's three more JVMs would stretch. Every other file runs two at a time.
 const alone = targets.filter((f) => ALONE.test(f));
 const shared = targets.filter((f) => !ALONE.test(f));
 const totals = { pass: 0, fail: 0, skipped: 0 };

@@ -9,13 +9,17 @@ import {
 
 const USAGE = `Usage: sluice kafka start|stop|status [options]
 
-Runs a single-node Apache Kafka on 127.0.0.1 for tests, demos and benchmarks.
+Runs Apache Kafka on 127.0.0.1 for tests, demos and benchmarks: one broker, or a cluster.
 KAFKA_BROKERS set: start nothing and use that cluster. KAFKA_HOME set: run that distribution.
 Otherwise the broker's jars are fetched once with Maven into ~/.cache/sluice.
 
 Options:
   --version X     Kafka version (X.Y.Z, or 3.9); default SLUICE_KAFKA_VERSION, else the newest 4.x
   --port N        client port (default 9092; the controller uses N+1)
+  --brokers N     start: a KRaft cluster of N nodes (broker and controller each, 1-9, default 1);
+                  node i uses ports N+2(i-1) and N+2(i-1)+1, data in <data dir>/node-i; topics are
+                  replicated min(3, N) times, min.insync.replicas 2 from 3 on. stop and status
+                  find the cluster by its data dir
   --data-dir D    broker data (default ~/.cache/sluice/run/<port>)
   --wipe          stop: also delete the data dir; start: begin from an empty data dir
 
@@ -49,7 +53,13 @@ export async function kafkaCommand(args: string[]): Promise<number> {
   try {
     const port = values.port === undefined ? undefined : parsePort(values.port);
     const where = { port, dataDir: values['data-dir'] };
-    if (action === 'start') return await start({ ...where, version: values.version }, values.wipe === true);
+    if (values.brokers !== undefined && action !== 'start') throw new Error('--brokers is for start');
+    const count = values.brokers === undefined ? undefined : parseBrokers(values.brokers);
+    if (action === 'start')
+      return await start(
+        { ...where, version: values.version, ...(count === undefined ? {} : { brokers: count }) },
+        values.wipe === true,
+      );
     if (action === 'stop') return await stop(where, values.wipe === true);
     return await status(where);
   } catch (err) {
@@ -66,6 +76,7 @@ function parse(args: string[]) {
     options: {
       version: { type: 'string' },
       port: { type: 'string' },
+      brokers: { type: 'string' },
       'data-dir': { type: 'string' },
       wipe: { type: 'boolean' },
       help: { type: 'boolean', short: 'h' },
@@ -81,7 +92,10 @@ async function start(opts: StartLocalKafkaOptions, wipe: boolean): Promise<numbe
   }
   if (wipe) await stopLocalKafka({ port: opts.port, dataDir: opts.dataDir, wipe: true });
   const kafka = await startLocalKafka({ ...opts, log: (msg) => process.stderr.write(`${msg}\n`) });
-  const where = `${kafka.brokers.join(',')} (pid ${kafka.pid}, log ${kafka.logFile})`;
+  const where =
+    kafka.nodes.length > 1
+      ? `${kafka.brokers.join(',')} (${kafka.nodes.length} brokers, pids ${kafka.nodes.map((n) => n.pid).join(',')}, logs ${kafka.dataDir}/node-*/logs/server.log)`
+      : `${kafka.brokers.join(',')} (pid ${kafka.pid}, log ${kafka.logFile})`;
   say(
     kafka.alreadyRunning
       ? `Kafka ${kafka.version} already running at ${where}`
@@ -102,6 +116,21 @@ async function status(where: { port?: number; dataDir?: string }): Promise<numbe
   const external = externalBrokers(process.env);
   if (external) say(`KAFKA_BROKERS is set: sluice uses ${external.join(',')}, not a local broker.`);
   const s = await localKafkaStatus(where);
+  if (s.nodes) {
+    for (const n of s.nodes)
+      say(
+        `node ${n.nodeId} at ${n.broker}: ${n.pid > 0 ? `pid ${n.pid}` : 'not running'} (log ${n.logFile})`,
+      );
+    const up = s.nodes.filter((n) => n.pid > 0).length;
+    if (s.running) {
+      say(`Kafka ${s.version} cluster of ${s.nodes.length} running at ${s.brokers?.join(',')}`);
+      return 0;
+    }
+    say(
+      `Kafka ${s.version} cluster: ${up} of ${s.nodes.length} nodes running${up === s.nodes.length ? ' but not answering' : ''}; start the rest with: sluice kafka start --brokers ${s.nodes.length}${where.port === undefined ? '' : ` --port ${where.port}`}${where.dataDir ? ` --data-dir ${where.dataDir}` : ''}`,
+    );
+    return 3;
+  }
   if (s.running) {
     say(`Kafka ${s.version} running at ${s.brokers?.join(',')} (pid ${s.pid}, log ${s.logFile})`);
     return 0;
@@ -114,6 +143,12 @@ async function status(where: { port?: number; dataDir?: string }): Promise<numbe
     say(`No local Kafka running on port ${where.port ?? 9092} (data dir ${s.dataDir}).`);
   }
   return 3;
+}
+
+function parseBrokers(text: string): number {
+  const n = Number(text);
+  if (!/^\d+$/.test(text) || n < 1 || n > 9) throw new Error(`--brokers must be 1-9, got "${text}"`);
+  return n;
 }
 
 function parsePort(text: string): number {

@@ -115,6 +115,12 @@ const kafka = z
       .optional(),
     /** A static member leaves the group when it stops (scale-down: its tasks move at once). */
     leaveGroupOnClose: z.boolean().default(false),
+    /**
+     * Copies of each internal topic the worker creates (changelogs, repartition topics, the DLQ,
+     * the topology and overflow topics). Unset: min(3, brokers the cluster lists when the topics
+     * are created). Topics that exist already are left as they are.
+     */
+    replicationFactor: z.number().int().min(1).max(32_767).optional(),
     ssl: kafkaSsl.prefault({}),
     sasl: kafkaSasl.prefault({}),
   })

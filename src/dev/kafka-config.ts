@@ -45,6 +45,44 @@ export interface ServerConfig {
   kraftDir: string;
   /** Extra listeners for clients that authenticate or use TLS; the PLAINTEXT one stays. */
   security?: BrokerSecurity | undefined;
+  /**
+   * One node of a local cluster: its id and every voter's controller port (node `i + 1` at
+   * `controllerPorts[i]`). Absent: a single node (id 1, one voter).
+   */
+  cluster?: { nodeId: number; controllerPorts: readonly number[] } | undefined;
+  /** More PLAINTEXT listeners of this node (e.g. one that clients reach through a TCP proxy). */
+  listeners?: readonly NodeListener[] | undefined;
+}
+
+/**
+ * An extra PLAINTEXT listener of one node: bound on `port`, and advertised in metadata served on
+ * it as `advertisedPort`, so that clients bootstrapped at `advertisedPort` (a proxy in front of the
+ * broker) keep going through it for every broker instead of being handed the brokers' own addresses.
+ */
+export interface NodeListener {
+  /** Upper-case listener name, e.g. `PROXIED`. */
+  name: string;
+  port: number;
+  advertisedPort: number;
+}
+
+/** Listener names the launcher uses itself. */
+export const RESERVED_LISTENER_NAMES: readonly string[] = [
+  'PLAINTEXT',
+  'CONTROLLER',
+  'SASL_PLAINTEXT',
+  'SSL',
+];
+export const LISTENER_NAME = /^[A-Z][A-Z0-9_]{0,31}$/;
+
+/**
+ * Replication of the internal topics (and the default of new topics) for a cluster of `nodes`:
+ * factor min(3, nodes), and min.insync.replicas 2 once there are 3 copies, so one broker can be
+ * down (a rolling restart, a crash) while acks=all writes and transactions go on.
+ */
+export function replicationFor(nodes: number): { factor: number; minIsr: number } {
+  const factor = Math.min(3, nodes);
+  return { factor, minIsr: factor >= 3 ? 2 : 1 };
 }
 
 /** A user of the local broker's SASL listener (PLAIN, and SCRAM-SHA-256/512 when formatted with it). */
@@ -108,8 +146,9 @@ function securityLines(sec: BrokerSecurity | undefined): { listeners: string[]; 
 }
 
 /**
- * A single combined broker+controller in KRaft mode with a static one-voter quorum, listening on
- * 127.0.0.1 only (`localhost` may resolve to ::1 while the broker advertises IPv4).
+ * A combined broker+controller in KRaft mode with a static quorum (one voter alone; with
+ * `cluster`, every node of the cluster votes), listening on 127.0.0.1 only (`localhost` may
+ * resolve to ::1 while the broker advertises IPv4).
  *
  * Internal topics get 4 partitions instead of 50: the coordinators load every partition at start,
  * and on a small machine 50 partitions of `__consumer_offsets` and `__transaction_state` cost
@@ -118,34 +157,45 @@ function securityLines(sec: BrokerSecurity | undefined): { listeners: string[]; 
  */
 export function renderServerProperties(c: ServerConfig): string {
   const sec = securityLines(c.security);
+  const own = (c.listeners ?? []).map((l) => ({
+    bind: `${l.name}://127.0.0.1:${l.port}`,
+    advertised: `${l.name}://127.0.0.1:${l.advertisedPort}`,
+    protocol: `${l.name}:PLAINTEXT`,
+  }));
   const extra = sec.listeners.map((l) => `,${l}`).join('');
   const protocols = sec.listeners.map((l) => `,${l.slice(0, l.indexOf(':'))}:${l.slice(0, l.indexOf(':'))}`);
+  const nodeId = c.cluster?.nodeId ?? 1;
+  const voters = (c.cluster?.controllerPorts ?? [c.controllerPort])
+    .map((p, i) => `${i + 1}@127.0.0.1:${p}`)
+    .join(',');
+  const { factor, minIsr } = replicationFor(c.cluster?.controllerPorts.length ?? 1);
   const lines = [
     '# Written by sluice kafka start on every start; edits are overwritten.',
     'process.roles=broker,controller',
-    'node.id=1',
-    `controller.quorum.voters=1@127.0.0.1:${c.controllerPort}`,
-    `listeners=PLAINTEXT://127.0.0.1:${c.port},CONTROLLER://127.0.0.1:${c.controllerPort}${extra}`,
-    `advertised.listeners=PLAINTEXT://127.0.0.1:${c.port}${extra}`,
+    `node.id=${nodeId}`,
+    `controller.quorum.voters=${voters}`,
+    `listeners=PLAINTEXT://127.0.0.1:${c.port},CONTROLLER://127.0.0.1:${c.controllerPort}${extra}${own.map((l) => `,${l.bind}`).join('')}`,
+    `advertised.listeners=PLAINTEXT://127.0.0.1:${c.port}${extra}${own.map((l) => `,${l.advertised}`).join('')}`,
     'inter.broker.listener.name=PLAINTEXT',
     'controller.listener.names=CONTROLLER',
-    `listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT${protocols.join('')}`,
+    `listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT${protocols.join('')}${own.map((l) => `,${l.protocol}`).join('')}`,
     ...sec.lines,
     `log.dirs=${escapePropertyValue(c.kraftDir)}`,
     'num.partitions=1',
-    'default.replication.factor=1',
+    `default.replication.factor=${factor}`,
+    `min.insync.replicas=${minIsr}`,
     'auto.create.topics.enable=false',
-    'offsets.topic.replication.factor=1',
+    `offsets.topic.replication.factor=${factor}`,
     'offsets.topic.num.partitions=4',
-    'transaction.state.log.replication.factor=1',
-    'transaction.state.log.min.isr=1',
+    `transaction.state.log.replication.factor=${factor}`,
+    `transaction.state.log.min.isr=${minIsr}`,
     'transaction.state.log.num.partitions=4',
     'group.initial.rebalance.delay.ms=0',
   ];
   if (c.flavour === 'log4j2') {
     lines.push(
-      'share.coordinator.state.topic.replication.factor=1',
-      'share.coordinator.state.topic.min.isr=1',
+      `share.coordinator.state.topic.replication.factor=${factor}`,
+      `share.coordinator.state.topic.min.isr=${minIsr}`,
     );
   }
   return `${lines.join('\n')}\n`;

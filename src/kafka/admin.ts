@@ -1,6 +1,7 @@
 import './kafkajs-preload.js';
 import { createRequire } from 'node:module';
 import { type Admin, AssignerProtocol, type Kafka } from 'kafkajs';
+import { SluiceError } from '../errors.js';
 import { createKafkajsCluster } from './partition-reader.js';
 import type { MemberInfo } from './task-assigner.js';
 import type { TopicPartitionOffset, TopicSpec } from './types.js';
@@ -41,15 +42,31 @@ export class KafkaAdmin {
         topics: missing.map((s) => ({
           topic: s.topic,
           numPartitions: s.partitions,
-          replicationFactor: -1,
+          replicationFactor: s.replicationFactor ?? -1,
           configEntries: Object.entries(s.config ?? {}).map(([name, value]) => ({ name, value })),
         })),
       });
     } catch (e) {
       // Another worker created them first: fine, as long as they exist now.
-      if (!/already exists/i.test(String((e as Error).message))) throw e;
+      const message = String((e as Error).message);
+      if (/already exists/i.test(message)) return missing.map((s) => s.topic);
+      const factors = [...new Set(missing.map((s) => s.replicationFactor).filter((f) => f !== undefined))];
+      if (/replication factor|replicate the partition/i.test(message) && factors.length > 0) {
+        throw new SluiceError(
+          'SLUICE_KAFKA',
+          `cannot create ${missing.map((s) => s.topic).join(', ')} with replication factor ${factors.join('/')}: ${message}. ` +
+            'The cluster has fewer live brokers than that; start them, or lower kafka.replicationFactor.',
+          { cause: e },
+        );
+      }
+      throw e;
     }
     return missing.map((s) => s.topic);
+  }
+
+  /** Brokers the cluster lists as live in its metadata. */
+  async brokerCount(): Promise<number> {
+    return (await this.#admin.describeCluster()).brokers.length;
   }
 
   async deleteTopics(topics: readonly string[]): Promise<void> {

@@ -251,3 +251,24 @@ function describe(err: unknown): string {
   }
   return err === undefined ? 'no attempt finished' : String(err);
 }
+
+/**
+ * How many brokers the cluster at `brokers` lists as live in its metadata, or undefined when none
+ * answers within `timeoutMs`. Never throws.
+ */
+export async function liveBrokerCount(brokers: string[], timeoutMs: number): Promise<number | undefined> {
+  const admin = client(brokers, Math.min(timeoutMs, REQUEST_TIMEOUT_MS)).admin();
+  try {
+    return await withTimeout(
+      (async () => {
+        await admin.connect();
+        return (await admin.describeCluster()).brokers.length;
+      })(),
+      timeoutMs,
+    );
+  } catch {
+    return undefined;
+  } finally {
+    await admin.disconnect().catch(() => {});
+  }
+}

@@ -44,6 +44,8 @@ export interface TopicSpec {
   partitions: number;
   /** Extra topic configs, e.g. `{ 'cleanup.policy': 'compact' }`. */
   config?: Record<string, string>;
+  /** Copies of each partition; absent: the broker's default.replication.factor. */
+  replicationFactor?: number;
 }
 
 export interface KafkaSettings {

@@ -63,6 +63,7 @@ export class ChangelogWatch {
       this.#d.setPlan(
         await prepareTopics(await client.admin(), topology, {
           overflow: this.#d.config.overload.mode === 'divert',
+          replicationFactor: this.#d.config.kafka.replicationFactor,
         }),
       );
       for (const task of tasks) {

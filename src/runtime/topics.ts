@@ -39,12 +39,13 @@ export type PartitionPlan = Map<number, number>;
 /**
  * Checks the topology against the cluster and creates the internal topics: every external input
  * and output must exist, inputs of one sub-topology must be co-partitioned, repartition topics
- * get their writer's partition count, changelogs their task count (compacted).
+ * get their writer's partition count, changelogs their task count (compacted). Internal topics
+ * get `replicationFactor` copies (`kafka.replicationFactor`), by default min(3, live brokers).
  */
 export async function prepareTopics(
   admin: KafkaAdmin,
   topology: Topology,
-  opts: { overflow?: boolean } = {},
+  opts: { overflow?: boolean; replicationFactor?: number | undefined } = {},
 ): Promise<PartitionPlan> {
   const repartition = topology.repartitionTopics;
   const { inputs, outputs } = externalTopics(topology);
@@ -112,11 +113,16 @@ export async function prepareTopics(
     }
   }
   const maxPartitions = Math.max(1, ...plan.values());
-  await admin.ensureTopics([
+  const specs: TopicSpec[] = [
     ...internalSpecs,
     { topic: deadLetterTopic(topology.appId), partitions: Math.min(maxPartitions, 8) },
     { topic: topologyTopic(topology.appId), partitions: 1, config: { 'cleanup.policy': 'compact' } },
     ...(opts.overflow ? [{ topic: overflowTopic(topology.appId), partitions: maxPartitions }] : []),
-  ]);
+  ];
+  const existingNames = new Set(await admin.listTopics());
+  if (specs.some((s) => !existingNames.has(s.topic))) {
+    const replicationFactor = opts.replicationFactor ?? Math.max(1, Math.min(3, await admin.brokerCount()));
+    await admin.ensureTopics(specs.map((s) => ({ ...s, replicationFactor })));
+  }
   return plan;
 }

@@ -76,7 +76,10 @@ export async function prepareAndRecord(
   config: Readonly<SluiceConfig>,
   logger: Logger,
 ): Promise<PartitionPlan> {
-  const plan = await prepareTopics(admin, topology, { overflow: config.overload.mode === 'divert' });
+  const plan = await prepareTopics(admin, topology, {
+    overflow: config.overload.mode === 'divert',
+    replicationFactor: config.kafka.replicationFactor,
+  });
   const descriptor = describeForRecord(topology, plan);
   const hash = descriptorHash(descriptor);
   const recorded = await readRecordedTopology(client, admin, topology.appId);

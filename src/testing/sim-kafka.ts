@@ -245,6 +245,10 @@ class SimAdmin {
     for (const t of topics) if (this.#k.hasTopic(t)) out.set(t, this.#k.partitionCount(t));
     return out;
   }
+  /** One simulated broker. */
+  async brokerCount(): Promise<number> {
+    return 1;
+  }
   async ensureTopics(specs: readonly TopicSpec[]): Promise<string[]> {
     const created: string[] = [];
     for (const s of specs) {

@@ -188,6 +188,7 @@ export class TestDriver {
     const admin = await this.kafka.client(() => this.#clock).admin();
     this.#plan = await prepareTopics(admin, this.topology, {
       overflow: this.config.overload.mode === 'divert',
+      replicationFactor: this.config.kafka.replicationFactor,
     });
     // Schema Registry serdes (`schemaRegistry.url`, e.g. `mock://test`): writer ids resolved, and
     // the inputs' writers bound, as a worker's start does.

@@ -89,3 +89,55 @@ export function assertExactRunningSums(out: ReadRecord[], expected: ReadonlyMap<
     );
   }
 }
+
+/**
+ * Why an output is not exact, for a failing test's diagnostics: per key, whether what came is a
+ * prefix of the expected sums (a task behind or stuck) or differs (lost or repeated records), and
+ * which output partitions the short keys are on.
+ */
+export function describeShortfall(out: ReadRecord[], expected: ReadonlyMap<string, number[]>): string {
+  const got = new Map<string, { sums: number[]; offsets: string[]; partition: number }>();
+  const sorted = [...out].sort(
+    (a, b) => a.partition - b.partition || Number(BigInt(a.offset) - BigInt(b.offset)),
+  );
+  for (const r of sorted) {
+    const v = JSON.parse(r.value!) as RunningSumOut;
+    let g = got.get(v.k);
+    if (!g) got.set(v.k, (g = { sums: [], offsets: [], partition: r.partition }));
+    g.sums.push(v.sum);
+    g.offsets.push(r.offset);
+  }
+  let behind = 0;
+  let wrong = 0;
+  let missing = 0;
+  const partitions = new Map<number, number>();
+  const examples: string[] = [];
+  const wrongPartitions = new Map<number, number>();
+  for (const [k, sums] of expected) {
+    const g = got.get(k);
+    if (!g) {
+      missing++;
+      continue;
+    }
+    const prefix = g.sums.every((s, i) => s === sums[i]);
+    if (prefix && g.sums.length === sums.length) continue;
+    if (prefix) {
+      behind += sums.length - g.sums.length;
+      partitions.set(g.partition, (partitions.get(g.partition) ?? 0) + sums.length - g.sums.length);
+    } else {
+      wrong++;
+      wrongPartitions.set(g.partition, (wrongPartitions.get(g.partition) ?? 0) + 1);
+      if (examples.length < 6) {
+        const at = g.sums.findIndex((s, i) => s !== sums[i]);
+        const from = Math.max(0, at - 1);
+        examples.push(
+          `${k}@${at} (partition ${g.partition}, offsets ${g.offsets.slice(from, at + 3).join(',')}): got ${g.sums.slice(from, at + 3).join(',')} want ${sums.slice(from, at + 3).join(',')}`,
+        );
+      }
+    }
+  }
+  return (
+    `${behind} sums missing at the end of keys that are otherwise exact (by output partition: ${[...partitions].map(([p, n]) => `${p}:${n}`).join(' ') || 'none'}); ` +
+    `${wrong} keys differ (by output partition: ${[...wrongPartitions].map(([p, n]) => `${p}:${n}`).join(' ') || 'none'}; ${examples.join('; ') || 'none'}); ${missing} keys absent`
+  );
+}

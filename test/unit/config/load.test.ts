@@ -157,3 +157,16 @@ test('parseArgs should keep a command option with its value apart from config se
   ]);
   assert.throws(() => parseArgs(['--partitions'], [], ['partitions']), /flag --partitions: needs a value/);
 });
+
+test('kafka.replicationFactor should be unset by default and a whole number from 1 when given', () => {
+  assert.equal(loadConfig({ env: {} }).kafka.replicationFactor, undefined);
+  assert.equal(loadConfig({ env: { SLUICE_KAFKA_REPLICATION_FACTOR: '3' } }).kafka.replicationFactor, 3);
+  assert.equal(loadConfig({ env: {}, flags: [['kafka.replicationFactor', '2']] }).kafka.replicationFactor, 2);
+  for (const bad of ['0', '1.5', 'three'])
+    assert.throws(
+      () => loadConfig({ env: { SLUICE_KAFKA_REPLICATION_FACTOR: bad } }),
+      (e: unknown) =>
+        e instanceof ConfigError && /kafka\.replicationFactor|REPLICATION_FACTOR/.test(e.message),
+      bad,
+    );
+});

@@ -7,8 +7,8 @@ import type { TopicSpec } from '../../../src/kafka/types.js';
 import { prepareTopics } from '../../../src/runtime/topics.js';
 
 /**
- * A KafkaAdmin that knows only `partitionCounts`, `ensureTopics` and `listTopics` (for the
- * suggestions of a missing topic), the calls prepareTopics makes: `topics` is the cluster (name → partition count), and every created topic is recorded.
+ * A KafkaAdmin that knows only `partitionCounts`, `ensureTopics`, `brokerCount` (one broker) and
+ * `listTopics` (for the suggestions of a missing topic), the calls prepareTopics makes: `topics` is the cluster (name → partition count), and every created topic is recorded.
  */
 function fakeAdmin(topics: Record<string, number>) {
   const cluster = new Map(Object.entries(topics));
@@ -16,6 +16,9 @@ function fakeAdmin(topics: Record<string, number>) {
   const admin = {
     async listTopics() {
       return [...cluster.keys()];
+    },
+    async brokerCount() {
+      return 1;
     },
     async partitionCounts(names: readonly string[]) {
       const out = new Map<string, number>();
@@ -110,4 +113,22 @@ test('prepareTopics should name the missing topics and the command that creates 
     prepareTopics(typo.admin, shop()),
     /missing on the cluster: orders \(did you mean "oders"\?\)\. .*topics create orders /,
   );
+});
+
+test('prepareTopics should replicate internal topics kafka.replicationFactor times, else min(3, live brokers)', async () => {
+  for (const [brokers, configured, want] of [
+    [1, undefined, 1],
+    [2, undefined, 2],
+    [3, undefined, 3],
+    [5, undefined, 3],
+    [5, 2, 2],
+    [1, 3, 3],
+  ] as const) {
+    const { admin, created } = fakeAdmin({ orders: 6, counts: 2 });
+    (admin as unknown as { brokerCount: () => Promise<number> }).brokerCount = async () => brokers;
+    await prepareTopics(admin, shop(), { replicationFactor: configured });
+    assert.ok(created.length >= 4, 'repartition, changelog, DLQ and topology topics');
+    for (const s of created)
+      assert.equal(s.replicationFactor, want, `${s.topic} with ${brokers} brokers, configured ${configured}`);
+  }
 });

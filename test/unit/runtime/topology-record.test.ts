@@ -15,6 +15,7 @@ function fakeKafka(topics: Record<string, number>) {
   const log = new Map<string, InRecord[]>();
   const admin = {
     listTopics: async () => [...cluster.keys()],
+    brokerCount: async () => 1,
     partitionCounts: async (names: readonly string[]) =>
       new Map(names.filter((n) => cluster.has(n)).map((n) => [n, cluster.get(n)!])),
     ensureTopics: async (specs: ReadonlyArray<{ topic: string; partitions: number }>) => {
@@ -58,7 +59,7 @@ function counts(store: string) {
 }
 
 const config = (allowStateChange: boolean) =>
-  ({ processing: { allowStateChange }, overload: { mode: 'off' } }) as unknown as SluiceConfig;
+  ({ kafka: {}, processing: { allowStateChange }, overload: { mode: 'off' } }) as unknown as SluiceConfig;
 
 function logger() {
   const warned: string[] = [];
