@@ -36,6 +36,50 @@ export async function produceFast(
 }
 
 /**
+ * Produces `rate` records/s, in 10 ms ticks, with the record timestamp = the send time (wall
+ * clock), until `stop()` is called; `done` resolves with how many were sent once all are acked.
+ */
+export function produceAtRateUntilStopped(
+  topic: string,
+  rate: number,
+  make: (i: number) => Msg,
+  from: number,
+): { stop: () => void; done: Promise<number>; sent: () => number } {
+  let stopped = false;
+  let sent = 0;
+  const done = (async () => {
+    const p = testKafka().producer({ allowAutoTopicCreation: false });
+    await p.connect();
+    const t0 = performance.now();
+    const pending = new Set<Promise<unknown>>();
+    try {
+      while (!stopped) {
+        const due = Math.floor(((performance.now() - t0) / 1000) * rate);
+        if (due > sent) {
+          const now = String(Date.now());
+          const messages: Msg[] = [];
+          for (; sent < due; sent++) messages.push({ ...make(from + sent), timestamp: now });
+          const pr = p.send({ topic, acks: -1, messages }).finally(() => pending.delete(pr));
+          pending.add(pr);
+        }
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      await Promise.all(pending);
+    } finally {
+      await p.disconnect();
+    }
+    return sent;
+  })();
+  return {
+    stop: () => {
+      stopped = true;
+    },
+    done,
+    sent: () => sent,
+  };
+}
+
+/**
  * Produces `rate` records/s for `seconds`, in 20 ms ticks, with the record timestamp = send time.
  * Returns how many were sent.
  */
@@ -95,6 +139,17 @@ export async function poller() {
       try {
         const r = await a.fetchTopicOffsets(topic);
         return r.reduce((s, p) => s + Number(p.high), 0);
+      } catch {
+        return -1;
+      }
+    },
+    /** Sum over the partitions of `topics` of `groupId`'s committed offsets (none = 0; failure = -1). */
+    async committed(groupId: string, topics: string[]): Promise<number> {
+      try {
+        const r = await a.fetchOffsets({ groupId, topics });
+        let n = 0;
+        for (const t of r) for (const p of t.partitions) n += Math.max(0, Number(p.offset));
+        return n;
       } catch {
         return -1;
       }
@@ -172,8 +227,75 @@ export async function observe(
   };
 }
 
-export function percentile(xs: number[], p: number): number {
-  if (xs.length === 0) return Number.NaN;
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))]!;
+export { percentile } from './steady.js';
+
+/**
+ * The committed records of `topic` (read_committed, kafkajs with the fixed aborted-transaction
+ * filter; control records are not counted): reads from the beginning until no record has come
+ * for `idleMs` across at least three fetches. Outputs are counted once a run has finished.
+ */
+export async function countCommitted(topic: string, groupId: string, idleMs = 1500): Promise<number> {
+  const c: Consumer = testKafka().consumer({ groupId, readUncommitted: false, maxWaitTimeInMs: 100 });
+  let n = 0;
+  let lastAt = performance.now();
+  let fetchesSince = 0;
+  c.on(c.events.FETCH, () => {
+    fetchesSince++;
+  });
+  await c.connect();
+  try {
+    await c.subscribe({ topic, fromBeginning: true });
+    await c.run({
+      eachBatch: async ({ batch }) => {
+        if (batch.messages.length === 0) return;
+        n += batch.messages.length;
+        lastAt = performance.now();
+        fetchesSince = 0;
+      },
+    });
+    const t0 = performance.now();
+    while (!(performance.now() - lastAt >= idleMs && fetchesSince >= 3)) {
+      if (performance.now() - t0 > 10 * 60_000) throw new Error(`counting ${topic} timed out at ${n}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    return n;
+  } finally {
+    await c.disconnect();
+  }
+}
+
+/**
+ * A read_committed reader of `topic` from its beginning that keeps, for every record, when it was
+ * received (performance.now()) and its delay from its record timestamp (Date.now() − timestamp;
+ * both systems give an output its input's timestamp). `joined` resolves once it has partitions.
+ */
+export async function observeAll(
+  topic: string,
+  groupId: string,
+): Promise<{
+  receivedAt: number[];
+  latencies: number[];
+  joined: Promise<void>;
+  firstAt: () => number;
+  stop: () => Promise<void>;
+}> {
+  const c: Consumer = testKafka().consumer({ groupId, readUncommitted: false, maxWaitTimeInMs: 50 });
+  const receivedAt: number[] = [];
+  const latencies: number[] = [];
+  let first = 0;
+  const joined = new Promise<void>((r) => c.on(c.events.GROUP_JOIN, () => r()));
+  await c.connect();
+  await c.subscribe({ topic, fromBeginning: true });
+  await c.run({
+    eachBatch: async ({ batch }) => {
+      const now = Date.now();
+      const at = performance.now();
+      for (const m of batch.messages) {
+        if (!first) first = at;
+        receivedAt.push(at);
+        latencies.push(now - Number(m.timestamp));
+      }
+    },
+  });
+  return { receivedAt, latencies, joined, firstAt: () => first, stop: () => c.disconnect() };
 }
