@@ -22,16 +22,16 @@
  * Writes bench/results/latency-<date>.md and the plot docs/latency.svg (quick runs write both
  * into bench/results/ with -quick).
  */
-import { execSync } from 'node:child_process';
+import { execSync, spawn } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { uniqueName } from '../test/helpers/kafka.js';
-import { observeAll, poller, produceAtRateUntilStopped } from './lib/kafka-io.js';
+import { observeAll, poller } from './lib/kafka-io.js';
 import { COMMIT_INTERVAL_MS, type Guarantee, PEER_JAR, type Proc, root, startProc } from './lib/procs.js';
 import { fmt, svgLineChart } from './lib/report.js';
 import { percentile } from './lib/steady.js';
-import { cleanUp, prepare, runOne, short, sleep, WORKLOADS } from './lib/throughput.js';
+import { cleanUp, prepare, runOne, seedOf, short, sleep, WORKLOADS } from './lib/throughput.js';
 
 interface Options {
   quick: boolean;
@@ -127,12 +127,63 @@ function parseOptions(argv: string[]): Options {
   return o;
 }
 
+interface RateProducer {
+  stop(): Promise<{ sent: number; errors: number; seconds: number; error: string }>;
+}
+
+const producers = new Set<ReturnType<typeof spawn>>();
+process.once('exit', () => {
+  for (const c of producers) c.kill('SIGKILL');
+});
+
+/** bench/rate-producer.ts in a child process (its ticks do not wait for the reader's decoding). */
+async function rateProducer(topic: string, rate: number): Promise<RateProducer> {
+  const child = spawn(process.execPath, [join(root, 'dist/bench/rate-producer.js')], {
+    env: {
+      ...process.env,
+      BENCH_INPUT: topic,
+      BENCH_RATE: String(rate),
+      BENCH_SEED: String(seedOf(W.id)),
+      BENCH_KEYS: String(W.dist.keys),
+    },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  let out = '';
+  child.stdout!.on('data', (d: Buffer) => {
+    out += d.toString();
+  });
+  producers.add(child);
+  const exited = new Promise<void>((r) =>
+    child.once('exit', () => {
+      producers.delete(child);
+      r();
+    }),
+  );
+  const t0 = performance.now();
+  while (!out.includes('READY')) {
+    if (child.exitCode !== null) throw new Error('the input producer exited before it was ready');
+    if (performance.now() - t0 > 60_000) throw new Error('the input producer not ready in 60 s');
+    await sleep(20);
+  }
+  return {
+    async stop() {
+      child.kill('SIGTERM');
+      await exited;
+      const m = /SENT (\d+) (\d+) ([\d.]+) ?(.*)/.exec(out);
+      if (!m) throw new Error(`the input producer did not report: ${out.slice(-200)}`);
+      return { sent: Number(m[1]), errors: Number(m[2]), seconds: Number(m[3]), error: m[4] ?? '' };
+    },
+  };
+}
+
 interface Point {
   system: string;
   guarantee: Guarantee;
   load: number;
   rate: number;
   sent: number;
+  /** records/s the producer sent, start to stop */
+  achieved: number;
   samples: number;
   p50: number;
   p99: number;
@@ -158,6 +209,7 @@ async function measure(
     load,
     rate,
     sent: 0,
+    achieved: Number.NaN,
     samples: 0,
     p50: Number.NaN,
     p99: Number.NaN,
@@ -168,7 +220,7 @@ async function measure(
   const poll = await poller();
   let proc: Proc | undefined;
   let obs: Awaited<ReturnType<typeof observeAll>> | undefined;
-  let producer: ReturnType<typeof produceAtRateUntilStopped> | undefined;
+  let producer: RateProducer | undefined;
   try {
     const t = await prepare(W, id, 0, o.partitions, poll);
     proc = await startProc({
@@ -190,7 +242,7 @@ async function measure(
         throw new Error('the output reader did not join in 60 s');
       }),
     ]);
-    producer = produceAtRateUntilStopped(t.input, rate, t.make, 0);
+    producer = await rateProducer(t.input, rate);
     const t0 = performance.now();
     while (!obs.firstAt()) {
       if (performance.now() - t0 > 120_000) throw new Error('no output in 120 s');
@@ -203,9 +255,15 @@ async function measure(
       if (proc.child.exitCode !== null) throw new Error(`exited early:\n${proc.logs.slice(-20).join('\n')}`);
       await sleep(50);
     }
-    producer.stop();
-    pt.sent = await producer.done;
+    const sent = await producer.stop();
     producer = undefined;
+    pt.sent = sent.sent;
+    pt.achieved = sent.sent / sent.seconds;
+    if (sent.errors > 0)
+      throw new Error(`the input producer failed to send ${sent.errors} records: ${sent.error}`);
+    const inTopic = await poll.high(t.input);
+    if (inTopic !== sent.sent)
+      throw new Error(`the producer sent ${sent.sent} records, the input holds ${inTopic}`);
     const lat: number[] = [];
     for (let i = 0; i < obs.receivedAt.length; i++) {
       const at = obs.receivedAt[i]!;
@@ -221,8 +279,7 @@ async function measure(
     pt.error = (e as Error).message.split('\n')[0];
     console.error(`  ${system} ${guarantee} ${load} %: ${(e as Error).message}`);
   } finally {
-    producer?.stop();
-    await producer?.done.catch(() => 0);
+    await producer?.stop().catch(() => undefined);
     await obs?.stop().catch(() => undefined);
     await cleanUp(proc, poll, stateDir, id);
   }
@@ -258,7 +315,7 @@ function report(o: Options, capacity: number, capacityHow: string, points: Point
   L.push('|---|---:|---:|---|---:|---:|---:|---:|---:|');
   for (const p of points)
     L.push(
-      `| ${p.guarantee} | ${p.load} % | ${fmt(p.rate)} | ${p.system} | ${p.error ? `failed: ${p.error}` : fmt(p.p50)} | ${fmt(p.p99)} | ${fmt(p.max)} | ${fmt(p.samples)} | ${fmt(p.keptUp, 2)} |`,
+      `| ${p.guarantee} | ${p.load} % | ${fmt(p.rate)} / ${fmt(p.achieved)} | ${p.system} | ${p.error ? `failed: ${p.error}` : fmt(p.p50)} | ${fmt(p.p99)} | ${fmt(p.max)} | ${fmt(p.samples)} | ${fmt(p.keptUp, 2)} |`,
     );
   L.push('');
   L.push('## Ratio Sluice / Kafka Streams (below 1 is better for Sluice)');

@@ -1,8 +1,9 @@
 /**
- * Kafka I/O of the bench driver: producing the inputs (as fast as possible before timing, or at a
- * fixed rate for latency), watching output high-water marks and a group's lag, and a
- * read_committed observer that measures end-to-end latency from the output records' timestamps
- * (both systems give an output the timestamp of the input record that caused it).
+ * Kafka I/O of the bench driver: producing the inputs before timing (the latency bench's
+ * fixed-rate input is bench/rate-producer.ts, a process of its own), watching output high-water
+ * marks, a group's committed offsets and lag, counting committed outputs, and read_committed
+ * observers that measure end-to-end latency from the output records' timestamps (both systems
+ * give an output the timestamp of the input record that caused it).
  */
 import type { Consumer } from 'kafkajs';
 import { testKafka, withAdmin } from '../../test/helpers/kafka.js';
@@ -33,87 +34,6 @@ export async function produceFast(
     await p.disconnect();
   }
   return (performance.now() - started) / 1000;
-}
-
-/**
- * Produces `rate` records/s, in 10 ms ticks, with the record timestamp = the send time (wall
- * clock), until `stop()` is called; `done` resolves with how many were sent once all are acked.
- */
-export function produceAtRateUntilStopped(
-  topic: string,
-  rate: number,
-  make: (i: number) => Msg,
-  from: number,
-): { stop: () => void; done: Promise<number>; sent: () => number } {
-  let stopped = false;
-  let sent = 0;
-  const done = (async () => {
-    const p = testKafka().producer({ allowAutoTopicCreation: false });
-    await p.connect();
-    const t0 = performance.now();
-    const pending = new Set<Promise<unknown>>();
-    try {
-      while (!stopped) {
-        const due = Math.floor(((performance.now() - t0) / 1000) * rate);
-        if (due > sent) {
-          const now = String(Date.now());
-          const messages: Msg[] = [];
-          for (; sent < due; sent++) messages.push({ ...make(from + sent), timestamp: now });
-          const pr = p.send({ topic, acks: -1, messages }).finally(() => pending.delete(pr));
-          pending.add(pr);
-        }
-        await new Promise((r) => setTimeout(r, 10));
-      }
-      await Promise.all(pending);
-    } finally {
-      await p.disconnect();
-    }
-    return sent;
-  })();
-  return {
-    stop: () => {
-      stopped = true;
-    },
-    done,
-    sent: () => sent,
-  };
-}
-
-/**
- * Produces `rate` records/s for `seconds`, in 20 ms ticks, with the record timestamp = send time.
- * Returns how many were sent.
- */
-export async function produceAtRate(
-  topic: string,
-  rate: number,
-  seconds: number,
-  make: (i: number) => Msg,
-  from: number,
-): Promise<number> {
-  const p = testKafka().producer({ allowAutoTopicCreation: false });
-  await p.connect();
-  const t0 = performance.now();
-  let sent = 0;
-  const pending = new Set<Promise<unknown>>();
-  try {
-    for (;;) {
-      const elapsed = (performance.now() - t0) / 1000;
-      if (elapsed >= seconds) break;
-      const due = Math.floor(elapsed * rate);
-      if (due > sent) {
-        const now = String(Date.now());
-        const messages: Msg[] = [];
-        for (; sent < due; sent++) messages.push({ ...make(from + sent), timestamp: now });
-        const pr = p.send({ topic, acks: -1, messages }).finally(() => pending.delete(pr));
-        pending.add(pr);
-      }
-      await new Promise((r) => setTimeout(r, 20));
-    }
-    await Promise.all(pending);
-  } finally {
-    await p.disconnect();
-  }
-  return sent;
 }
 
 /** Sum of the high-water marks of a topic's partitions. */

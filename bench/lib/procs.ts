@@ -78,6 +78,12 @@ function cleanEnv(): NodeJS.ProcessEnv {
   return env;
 }
 
+/** Live children, killed when the driver exits however it exits (a crash must not leave them running). */
+const live = new Set<ChildProcess>();
+process.once('exit', () => {
+  for (const c of live) c.kill('SIGKILL');
+});
+
 export async function startProc(s: RunSpec): Promise<Proc> {
   const env = cleanEnv();
   Object.assign(env, {
@@ -146,7 +152,13 @@ export async function startProc(s: RunSpec): Promise<Proc> {
   };
   child.stdout!.on('data', onData);
   child.stderr!.on('data', onData);
-  const exited = new Promise<number | string>((r) => child.once('exit', (code, sig) => r(code ?? sig ?? -1)));
+  live.add(child);
+  const exited = new Promise<number | string>((r) =>
+    child.once('exit', (code, sig) => {
+      live.delete(child);
+      r(code ?? sig ?? -1);
+    }),
+  );
   let dead: number | string | undefined;
   void exited.then((c) => {
     dead = c;
