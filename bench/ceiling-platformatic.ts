@@ -4,7 +4,9 @@
  * does nothing else. Runs on Node 24 (the client needs it); the package is not a dependency of
  * Sluice: bench/lib/ceilings.ts installs it into a cache folder and passes its folder as
  * BENCH_PLATFORMATIC_KAFKA. Same environment and output lines as bench/ceiling.ts. The client's
- * defaults are kept (maxBytes 50 MB, maxWaitTime 5 s), as kafkajs's are.
+ * defaults are kept (maxBytes 50 MB, maxWaitTime 5 s, a stream highWaterMark of 1024 messages), as
+ * kafkajs's are, unless BENCH_PLATFORMATIC_HWM sets the stream's highWaterMark (the client fetches
+ * again only once its stream's buffer is below it).
  */
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -57,6 +59,9 @@ const stream = await consumer.consume({
   autocommit: false,
   sessionTimeout: 10_000,
   heartbeatInterval: 3000,
+  ...(process.env.BENCH_PLATFORMATIC_HWM
+    ? { highWaterMark: Number(process.env.BENCH_PLATFORMATIC_HWM) }
+    : {}),
 });
 stream.on('error', (e) => {
   console.error(e);

@@ -90,12 +90,22 @@ export function ceilings(): Array<Ceiling | { name: string; error: string }> {
   const v = nodeVersion(node24);
   out.push({ name: `kafkajs 2.2.4, node ${v}`, node: node24, script: kafkajs });
   try {
-    out.push({
-      name: `@platformatic/kafka ${PLATFORMATIC_VERSION}, node ${v}`,
-      node: node24,
-      script: join(root, 'dist/bench/ceiling-platformatic.js'),
-      env: { BENCH_PLATFORMATIC_KAFKA: platformaticDir() },
-    });
+    const dir = platformaticDir();
+    const script = join(root, 'dist/bench/ceiling-platformatic.js');
+    out.push(
+      {
+        name: `@platformatic/kafka ${PLATFORMATIC_VERSION}, node ${v}`,
+        node: node24,
+        script,
+        env: { BENCH_PLATFORMATIC_KAFKA: dir },
+      },
+      {
+        name: `@platformatic/kafka ${PLATFORMATIC_VERSION}, node ${v}, highWaterMark 16384`,
+        node: node24,
+        script,
+        env: { BENCH_PLATFORMATIC_KAFKA: dir, BENCH_PLATFORMATIC_HWM: '16384' },
+      },
+    );
   } catch (e) {
     out.push({ name: `@platformatic/kafka ${PLATFORMATIC_VERSION}, node ${v}`, error: (e as Error).message });
   }
