@@ -3,8 +3,10 @@
  * record (UTF-8 key, JSON.parse of the value) and does nothing else — no output, no commit
  * protocol, no state. Started by bench/run.ts with BENCH_BROKERS, BENCH_INPUT, BENCH_APP_ID
  * (group id) and BENCH_RECORDS; prints `READY` once it has partitions, `FIRST <ms>` at the first
- * record and `DONE <ms> <n>` when n ≥ BENCH_RECORDS (times from performance.now()), then idles
- * until killed so the driver can read its /proc entries.
+ * record, `P10 <ms>` and `P90 <ms>` when 10 % and 90 % of BENCH_RECORDS are decoded (the steady
+ * rate) and `DONE <ms> <n>` when n ≥ BENCH_RECORDS (times from performance.now()), then idles
+ * until killed so the driver can read its /proc entries. bench/ceiling-platformatic.ts is the same
+ * for @platformatic/kafka. kafkajs's defaults: maxBytes 10 MB, maxBytesPerPartition 1 MB, maxWait 5 s.
  */
 import { createRequire } from 'node:module';
 
@@ -26,6 +28,8 @@ const consumer = kafka.consumer({ groupId, sessionTimeout: 10_000, heartbeatInte
 let n = 0;
 let checksum = 0;
 let done = false;
+const p10 = Math.ceil(records * 0.1);
+const p90 = Math.ceil(records * 0.9);
 consumer.on(consumer.events.GROUP_JOIN, () => console.log('READY'));
 await consumer.connect();
 await consumer.subscribe({ topic, fromBeginning: true });
@@ -36,6 +40,8 @@ await consumer.run({
       const v = JSON.parse(m.value!.toString('utf8')) as { seq: number };
       checksum = (checksum + v.seq + key.length) % 1_000_000_007;
       if (n++ === 0) console.log(`FIRST ${performance.now()}`);
+      if (n === p10) console.log(`P10 ${performance.now()}`);
+      if (n === p90) console.log(`P90 ${performance.now()}`);
     }
     if (!done && n >= records) {
       done = true;

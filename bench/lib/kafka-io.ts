@@ -1,8 +1,9 @@
 /**
- * Kafka I/O of the bench driver: producing the inputs (as fast as possible before timing, or at a
- * fixed rate for latency), watching output high-water marks and a group's lag, and a
- * read_committed observer that measures end-to-end latency from the output records' timestamps
- * (both systems give an output the timestamp of the input record that caused it).
+ * Kafka I/O of the bench driver: producing the inputs before timing (the latency bench's
+ * fixed-rate input is bench/rate-producer.ts, a process of its own), watching output high-water
+ * marks, a group's committed offsets and lag, counting committed outputs, and read_committed
+ * observers that measure end-to-end latency from the output records' timestamps (both systems
+ * give an output the timestamp of the input record that caused it).
  */
 import type { Consumer } from 'kafkajs';
 import { testKafka, withAdmin } from '../../test/helpers/kafka.js';
@@ -35,43 +36,6 @@ export async function produceFast(
   return (performance.now() - started) / 1000;
 }
 
-/**
- * Produces `rate` records/s for `seconds`, in 20 ms ticks, with the record timestamp = send time.
- * Returns how many were sent.
- */
-export async function produceAtRate(
-  topic: string,
-  rate: number,
-  seconds: number,
-  make: (i: number) => Msg,
-  from: number,
-): Promise<number> {
-  const p = testKafka().producer({ allowAutoTopicCreation: false });
-  await p.connect();
-  const t0 = performance.now();
-  let sent = 0;
-  const pending = new Set<Promise<unknown>>();
-  try {
-    for (;;) {
-      const elapsed = (performance.now() - t0) / 1000;
-      if (elapsed >= seconds) break;
-      const due = Math.floor(elapsed * rate);
-      if (due > sent) {
-        const now = String(Date.now());
-        const messages: Msg[] = [];
-        for (; sent < due; sent++) messages.push({ ...make(from + sent), timestamp: now });
-        const pr = p.send({ topic, acks: -1, messages }).finally(() => pending.delete(pr));
-        pending.add(pr);
-      }
-      await new Promise((r) => setTimeout(r, 20));
-    }
-    await Promise.all(pending);
-  } finally {
-    await p.disconnect();
-  }
-  return sent;
-}
-
 /** Sum of the high-water marks of a topic's partitions. */
 export async function endOffsets(topic: string): Promise<Map<number, number>> {
   return withAdmin(async (a) => {
@@ -95,6 +59,17 @@ export async function poller() {
       try {
         const r = await a.fetchTopicOffsets(topic);
         return r.reduce((s, p) => s + Number(p.high), 0);
+      } catch {
+        return -1;
+      }
+    },
+    /** Sum over the partitions of `topics` of `groupId`'s committed offsets (none = 0; failure = -1). */
+    async committed(groupId: string, topics: string[]): Promise<number> {
+      try {
+        const r = await a.fetchOffsets({ groupId, topics });
+        let n = 0;
+        for (const t of r) for (const p of t.partitions) n += Math.max(0, Number(p.offset));
+        return n;
       } catch {
         return -1;
       }
@@ -172,8 +147,75 @@ export async function observe(
   };
 }
 
-export function percentile(xs: number[], p: number): number {
-  if (xs.length === 0) return Number.NaN;
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))]!;
+export { percentile } from './steady.js';
+
+/**
+ * The committed records of `topic` (read_committed, kafkajs with the fixed aborted-transaction
+ * filter; control records are not counted): reads from the beginning until no record has come
+ * for `idleMs` across at least three fetches. Outputs are counted once a run has finished.
+ */
+export async function countCommitted(topic: string, groupId: string, idleMs = 1500): Promise<number> {
+  const c: Consumer = testKafka().consumer({ groupId, readUncommitted: false, maxWaitTimeInMs: 100 });
+  let n = 0;
+  let lastAt = performance.now();
+  let fetchesSince = 0;
+  c.on(c.events.FETCH, () => {
+    fetchesSince++;
+  });
+  await c.connect();
+  try {
+    await c.subscribe({ topic, fromBeginning: true });
+    await c.run({
+      eachBatch: async ({ batch }) => {
+        if (batch.messages.length === 0) return;
+        n += batch.messages.length;
+        lastAt = performance.now();
+        fetchesSince = 0;
+      },
+    });
+    const t0 = performance.now();
+    while (!(performance.now() - lastAt >= idleMs && fetchesSince >= 3)) {
+      if (performance.now() - t0 > 10 * 60_000) throw new Error(`counting ${topic} timed out at ${n}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    return n;
+  } finally {
+    await c.disconnect();
+  }
+}
+
+/**
+ * A read_committed reader of `topic` from its beginning that keeps, for every record, when it was
+ * received (performance.now()) and its delay from its record timestamp (Date.now() − timestamp;
+ * both systems give an output its input's timestamp). `joined` resolves once it has partitions.
+ */
+export async function observeAll(
+  topic: string,
+  groupId: string,
+): Promise<{
+  receivedAt: number[];
+  latencies: number[];
+  joined: Promise<void>;
+  firstAt: () => number;
+  stop: () => Promise<void>;
+}> {
+  const c: Consumer = testKafka().consumer({ groupId, readUncommitted: false, maxWaitTimeInMs: 50 });
+  const receivedAt: number[] = [];
+  const latencies: number[] = [];
+  let first = 0;
+  const joined = new Promise<void>((r) => c.on(c.events.GROUP_JOIN, () => r()));
+  await c.connect();
+  await c.subscribe({ topic, fromBeginning: true });
+  await c.run({
+    eachBatch: async ({ batch }) => {
+      const now = Date.now();
+      const at = performance.now();
+      for (const m of batch.messages) {
+        if (!first) first = at;
+        receivedAt.push(at);
+        latencies.push(now - Number(m.timestamp));
+      }
+    },
+  });
+  return { receivedAt, latencies, joined, firstAt: () => first, stop: () => c.disconnect() };
 }

@@ -1,7 +1,8 @@
 /**
  * The processes under test: a Sluice worker (`sluice run dist/bench/jobs/<job>.js`), the Kafka
  * Streams peer (`java -jar bench/peers/kafka-streams/target/kafka-streams-peer.jar`) and the
- * kafkajs ceiling (`node dist/bench/ceiling.js`), each a direct child so /proc/<pid> is its own.
+ * decode-only client ceilings (`<node> dist/bench/ceiling*.js`, bench/lib/ceilings.ts), each a
+ * direct child so /proc/<pid> is its own.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
@@ -14,13 +15,15 @@ export const PEER_DIR = join(root, 'bench/peers/kafka-streams');
 export const PEER_JAR = join(PEER_DIR, 'target/kafka-streams-peer.jar');
 const SLUICE_BIN = join(root, 'bin/sluice.js');
 
-export type SystemName = 'sluice' | 'kafka-streams' | 'kafkajs-ceiling';
+export type SystemName = 'sluice' | 'kafka-streams' | 'ceiling';
 export type Guarantee = 'exactly_once' | 'at_least_once';
 /** Kafka Streams name of the workload in BenchApp.java, Sluice job file in dist/bench/jobs. */
-export type JobKind = 'map-filter' | 'count' | 'window' | 'join';
+export type JobKind = 'map-filter' | 'enrich' | 'count' | 'running-sum' | 'window' | 'join';
 const SLUICE_JOB: Record<JobKind, string> = {
   'map-filter': 'map-filter',
+  enrich: 'enrich',
   count: 'keyed-count',
+  'running-sum': 'running-sum',
   window: 'window-count',
   join: 'join',
 };
@@ -46,6 +49,11 @@ export interface RunSpec {
   brokers: string;
   /** ceiling only: how many records to decode before reporting */
   records?: number;
+  /** The record cache bound of both systems: Kafka Streams' statestore.cache.max.bytes, Sluice's
+   * state.recordCacheMaxBytes (0 = no record cache, every update emitted) */
+  ksCacheBytes?: number;
+  /** ceiling only: the node binary, the script and extra environment */
+  ceiling?: { node: string; script: string; env?: Record<string, string> };
 }
 
 export interface Proc {
@@ -56,7 +64,7 @@ export interface Proc {
   /** resolves when the system says it is running (Sluice /readyz, Kafka Streams RUNNING) */
   ready(timeoutMs: number): Promise<void>;
   kill(signal: NodeJS.Signals): Promise<number | string>;
-  /** ceiling only: the lines it printed (FIRST <ms>, DONE <ms> <n>) */
+  /** ceiling only: the lines it printed (READY, FIRST <ms>, P10 <ms>, P90 <ms>, DONE <ms> <n>) */
   lines: string[];
   /** Sluice only: its /metrics URL */
   metricsUrl?: string;
@@ -70,6 +78,12 @@ function cleanEnv(): NodeJS.ProcessEnv {
   for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('SLUICE_')) env[k] = v;
   return env;
 }
+
+/** Live children, killed when the driver exits however it exits (a crash must not leave them running). */
+const live = new Set<ChildProcess>();
+process.once('exit', () => {
+  for (const c of live) c.kill('SIGKILL');
+});
 
 export async function startProc(s: RunSpec): Promise<Proc> {
   const env = cleanEnv();
@@ -86,6 +100,8 @@ export async function startProc(s: RunSpec): Promise<Proc> {
     BENCH_COMMIT_INTERVAL_MS: String(COMMIT_INTERVAL_MS),
     BENCH_SESSION_TIMEOUT_MS: String(SESSION_TIMEOUT_MS),
     BENCH_RECORDS: String(s.records ?? 0),
+    BENCH_KS_CACHE_BYTES: String(s.ksCacheBytes ?? 0),
+    ...s.ceiling?.env,
   });
   let cmd: string;
   let args: string[];
@@ -111,14 +127,19 @@ export async function startProc(s: RunSpec): Promise<Proc> {
       String(COMMIT_INTERVAL_MS),
       '--kafka.sessionTimeoutMs',
       String(SESSION_TIMEOUT_MS),
+      // The same record cache bound as Kafka Streams' statestore.cache.max.bytes: 0 on both sides
+      // (every update an output), or equal bounds (a cached comparison).
+      '--state.recordCacheMaxBytes',
+      String(s.ksCacheBytes ?? 0),
     ];
   } else if (s.system === 'kafka-streams') {
     cmd = 'java';
     // A fixed heap so the JVM does not size itself from the host's RAM.
     args = ['-Xms256m', '-Xmx1g', '-XX:+UseParallelGC', '-jar', PEER_JAR];
   } else {
-    cmd = process.execPath;
-    args = [join(root, 'dist/bench/ceiling.js')];
+    if (!s.ceiling) throw new Error('a ceiling run needs its node and script');
+    cmd = s.ceiling.node;
+    args = [s.ceiling.script];
   }
   const child = spawn(cmd, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
   const logs: string[] = [];
@@ -130,13 +151,19 @@ export async function startProc(s: RunSpec): Promise<Proc> {
       logs.push(line);
       if (line === 'STATE RUNNING') running = true;
       if (line.startsWith('STATE ') && line !== 'STATE RUNNING') running = false;
-      if (line.startsWith('FIRST ') || line.startsWith('DONE ') || line === 'READY') lines.push(line);
+      if (/^(FIRST|DONE|P10|P90) /.test(line) || line === 'READY') lines.push(line);
     }
     if (logs.length > 500) logs.splice(0, logs.length - 200);
   };
   child.stdout!.on('data', onData);
   child.stderr!.on('data', onData);
-  const exited = new Promise<number | string>((r) => child.once('exit', (code, sig) => r(code ?? sig ?? -1)));
+  live.add(child);
+  const exited = new Promise<number | string>((r) =>
+    child.once('exit', (code, sig) => {
+      live.delete(child);
+      r(code ?? sig ?? -1);
+    }),
+  );
   let dead: number | string | undefined;
   void exited.then((c) => {
     dead = c;

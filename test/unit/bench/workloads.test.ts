@@ -46,27 +46,42 @@ test('sequential keys should visit every key once per round', () => {
   );
 });
 
-test('svgChart should draw one bar per successful run and the ceiling line', () => {
-  const base = { records: 1, recordsOut: 1, seconds: 1, cpuPerMillion: 1, hwmBytes: 1, startSeconds: 1 };
+test('svgChart should draw one bar per successful run at its steady rate, ceilings included', () => {
+  const base = {
+    records: 1,
+    recordsOut: 1,
+    seconds: 1,
+    cpuPerMillion: 1,
+    hwmBytes: 1,
+    startSeconds: 1,
+    ksCache: 'off',
+    throughput: 1,
+  };
   const svg = svgChart(
     [
-      { ...base, workload: 'map-filter', system: 'sluice', guarantee: 'exactly_once', throughput: 100 },
-      { ...base, workload: 'map-filter', system: 'kafka-streams', guarantee: 'exactly_once', throughput: 50 },
+      { ...base, workload: 'map-filter', system: 'sluice', guarantee: 'exactly_once', steadyThroughput: 100 },
+      {
+        ...base,
+        workload: 'map-filter',
+        system: 'kafka-streams',
+        guarantee: 'exactly_once',
+        steadyThroughput: 50,
+      },
       {
         ...base,
         workload: 'join',
         system: 'sluice',
         guarantee: 'exactly_once',
-        throughput: Number.NaN,
+        steadyThroughput: Number.NaN,
         error: 'x',
       },
-      { ...base, workload: 'map-filter', system: 'kafkajs-ceiling', guarantee: '—', throughput: 400 },
+      { ...base, workload: 'decode only', system: 'ceiling: kafkajs', guarantee: '—', steadyThroughput: 400 },
     ],
     'a <title>',
   );
   assert.ok(svg.startsWith('<svg'));
   assert.ok(svg.includes('a &lt;title&gt;'));
-  assert.equal((svg.match(/<rect x="190" y="\d+" width="[\d.]+" height="9"/g) ?? []).length, 2);
-  assert.ok(svg.includes('ceiling 400'));
+  assert.equal((svg.match(/<rect x="230" y="\d+" width="[\d.]+" height="9"/g) ?? []).length, 3);
+  assert.ok(svg.includes('>400<'));
   assert.ok(!svg.includes('NaN'));
 });

@@ -20,19 +20,26 @@ import org.apache.kafka.streams.kstream.KTable;
 import org.apache.kafka.streams.kstream.Materialized;
 import org.apache.kafka.streams.kstream.Produced;
 import org.apache.kafka.streams.kstream.TimeWindows;
+import org.apache.kafka.streams.processor.api.Processor;
+import org.apache.kafka.streams.processor.api.ProcessorContext;
+import org.apache.kafka.streams.processor.api.Record;
 import org.apache.kafka.streams.state.KeyValueStore;
+import org.apache.kafka.streams.state.StoreBuilder;
+import org.apache.kafka.streams.state.Stores;
 import org.apache.kafka.streams.state.WindowStore;
 
 /**
- * The Kafka Streams side of Sluice's benchmark: the same four workloads as bench/jobs/*.ts, with
+ * The Kafka Streams side of Sluice's benchmark: the same workloads as bench/jobs/*.ts, with
  * the same serialization (UTF-8 string keys, JSON values decoded into a tree, like JSON.parse),
  * RocksDB stores, commit interval and guarantee. Configured by environment variables (set by
  * bench/run.ts):
  *
- *   BENCH_WORKLOAD   map-filter | count | window | join
+ *   BENCH_WORKLOAD   map-filter | enrich | count | running-sum | window | join
  *   BENCH_BROKERS, BENCH_APP_ID, BENCH_INPUT, BENCH_OUTPUT, BENCH_TABLE (join only)
  *   BENCH_GUARANTEE  exactly_once | at_least_once
  *   BENCH_STATE_DIR, BENCH_COMMIT_INTERVAL_MS (100), BENCH_SESSION_TIMEOUT_MS (10000)
+ *   BENCH_KS_CACHE_BYTES  statestore.cache.max.bytes (default 0: no record cache, so every
+ *                    update is an output, as in Sluice; the bench sets it per workload)
  *
  * Prints "STATE <new state>" lines so the bench can tell when the instance is RUNNING.
  */
@@ -65,6 +72,36 @@ public final class BenchApp {
     }
   }
 
+  static final class RunningSum implements Processor<String, JsonNode, String, JsonNode> {
+    private ProcessorContext<String, JsonNode> ctx;
+    private KeyValueStore<String, JsonNode> store;
+
+    @Override
+    public void init(ProcessorContext<String, JsonNode> context) {
+      ctx = context;
+      store = context.getStateStore("sums");
+    }
+
+    @Override
+    public void process(Record<String, JsonNode> r) {
+      JsonNode e = r.value();
+      JsonNode prev = store.get(r.key());
+      long sum = (prev == null ? 0 : prev.path("sum").asLong()) + e.path("amount").asLong();
+      long n = (prev == null ? 0 : prev.path("n").asLong()) + 1;
+      ObjectNode acc = MAPPER.createObjectNode();
+      acc.put("sum", sum);
+      acc.put("n", n);
+      store.put(r.key(), acc);
+      ObjectNode out = MAPPER.createObjectNode();
+      out.put("user", e.path("user").asText());
+      out.put("sum", sum);
+      out.put("n", n);
+      out.put("seq", e.path("seq").asLong());
+      // withValue keeps the input's key and timestamp (the latency bench reads the timestamp).
+      ctx.forward(r.withValue(out));
+    }
+  }
+
   static String env(String name, String def) {
     String v = System.getenv(name);
     if (v == null || v.isEmpty()) {
@@ -94,6 +131,8 @@ public final class BenchApp {
     p.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, Integer.parseInt(env("BENCH_COMMIT_INTERVAL_MS", "100")));
     // One stream thread: Sluice's worker is one Node.js thread too.
     p.put(StreamsConfig.NUM_STREAM_THREADS_CONFIG, 1);
+    long cacheBytes = Long.parseLong(env("BENCH_KS_CACHE_BYTES", "0"));
+    p.put(StreamsConfig.STATESTORE_CACHE_MAX_BYTES_CONFIG, cacheBytes);
     p.put(StreamsConfig.DEFAULT_KEY_SERDE_CLASS_CONFIG, Serdes.StringSerde.class);
     p.put(StreamsConfig.DEFAULT_VALUE_SERDE_CLASS_CONFIG, Serdes.StringSerde.class);
     p.put(StreamsConfig.consumerPrefix("session.timeout.ms"), Integer.parseInt(env("BENCH_SESSION_TIMEOUT_MS", "10000")));
@@ -117,6 +156,35 @@ public final class BenchApp {
                     return (JsonNode) o;
                   })
               .to(output, Produced.with(str, json));
+      case "enrich" ->
+          // Same as bench/jobs/enrich.ts: every record, parsed, with computed fields, re-serialized.
+          in.mapValues(
+                  v -> {
+                    ObjectNode o = MAPPER.createObjectNode();
+                    String kind = v.path("kind").asText();
+                    String user = v.path("user").asText();
+                    String page = v.path("page").asText();
+                    int amount = v.path("amount").asInt();
+                    o.put("user", user);
+                    o.put("page", page);
+                    o.put("kind", kind);
+                    o.put("amount", amount);
+                    o.put("seq", v.path("seq").asLong());
+                    o.put("cents", amount * 100);
+                    o.put("pageId", Integer.parseInt(page.substring(3)));
+                    o.put("big", amount >= 250);
+                    o.put("label", kind + ":" + user);
+                    return (JsonNode) o;
+                  })
+              .to(output, Produced.with(str, json));
+      case "running-sum" -> {
+        // Same as bench/jobs/running-sum.ts: Processor API, one KeyValueStore on the source key,
+        // the running sum and count of the record's user forwarded for every record.
+        StoreBuilder<KeyValueStore<String, JsonNode>> sums =
+            Stores.keyValueStoreBuilder(Stores.persistentKeyValueStore("sums"), str, json);
+        b.addStateStore(cacheBytes > 0 ? sums.withCachingEnabled() : sums.withCachingDisabled());
+        in.process(RunningSum::new, "sums").to(output, Produced.with(str, json));
+      }
       case "count" ->
           in.groupByKey()
               .count(Materialized.<String, Long, KeyValueStore<Bytes, byte[]>>as("counts"))
