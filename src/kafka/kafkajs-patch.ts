@@ -12,6 +12,7 @@
  * {@link kafkajsGroupingPatched} says whether that worked (a test checks it).
  */
 import { createRequire } from 'node:module';
+import { sendMessagesFactory } from './send-messages.js';
 
 const require = createRequire(import.meta.url);
 
@@ -51,3 +52,26 @@ function patch(): boolean {
 }
 
 export const kafkajsGroupingPatched = patch();
+
+/** kafkajs's own sendMessages, kept for the test that shows what it drops. */
+export let kafkajsOriginalSendMessages: unknown;
+
+/** Installs send-messages.ts in place of kafkajs's `producer/sendMessages` (before its producer loads). */
+function patchSend(): boolean {
+  const target = require.resolve('kafkajs/src/producer/sendMessages.js');
+  const user = require.resolve('kafkajs/src/producer/messageProducer.js');
+  if (require.cache[user] !== undefined) return require.cache[target]?.exports?.sluicePatched === true;
+  kafkajsOriginalSendMessages = require(target);
+  const mod = require.cache[target];
+  if (mod === undefined) return false;
+  const replacement = sendMessagesFactory(groupMessagesPerPartition) as ReturnType<
+    typeof sendMessagesFactory
+  > & {
+    sluicePatched?: boolean;
+  };
+  replacement.sluicePatched = true;
+  mod.exports = replacement;
+  return true;
+}
+
+export const kafkajsSendPatched = patchSend();

@@ -10,7 +10,7 @@
 import { createRequire } from 'node:module';
 import { SluiceError } from '../errors.js';
 import { abortedFilterInstalled } from './aborted-filter.js';
-import { kafkajsGroupingPatched } from './kafkajs-patch.js';
+import { kafkajsGroupingPatched, kafkajsSendPatched } from './kafkajs-patch.js';
 import { staticMembershipInstalled, staticMembershipProblem } from './kafkajs-static.js';
 import { produceEncoderPatched } from './produce-encoder.js';
 
@@ -39,6 +39,7 @@ export function kafkajsPatchStatus(): KafkajsPatchStatus {
     version,
     patches: {
       'producer grouping (kafkajs-patch.ts)': kafkajsGroupingPatched,
+      'per-partition send retries (send-messages.ts)': kafkajsSendPatched,
       'produce request encoder (produce-encoder.ts)': produceEncoderPatched,
       'read_committed aborted filter (aborted-filter.ts)': abortedFilterInstalled,
       'static membership (kafkajs-static.ts)': staticMembershipInstalled,
