@@ -22,10 +22,12 @@ import { createRequire } from 'node:module';
 const require = createRequire(import.meta.url);
 
 type Any = any;
-type Grouper = (a: { topic: string; partitionMetadata: unknown[]; messages: unknown[]; partitioner: Any }) => Record<
-  number,
-  unknown[]
->;
+type Grouper = (a: {
+  topic: string;
+  partitionMetadata: unknown[];
+  messages: unknown[];
+  partitioner: Any;
+}) => Record<number, unknown[]>;
 
 export function sendMessagesFactory(groupMessagesPerPartition: Grouper) {
   const { KafkaJSMetadataNotLoaded } = require('kafkajs/src/errors.js');
@@ -55,14 +57,22 @@ export function sendMessagesFactory(groupMessagesPerPartition: Grouper) {
             }
             g.push({
               topic,
-              messagesPerPartition: groupMessagesPerPartition({ topic, partitionMetadata, messages, partitioner }),
+              messagesPerPartition: groupMessagesPerPartition({
+                topic,
+                partitionMetadata,
+                messages,
+                partitioner,
+              }),
             });
           }
           grouped = g;
         }
         const groups: Grouped = grouped;
         /** Leader node id → what it gets: per topic, the partitions still without an answer. */
-        const perLeader = new Map<string, Array<{ topic: string; partitions: number[]; messagesPerPartition: Any }>>();
+        const perLeader = new Map<
+          string,
+          Array<{ topic: string; partitions: number[]; messagesPerPartition: Any }>
+        >();
         for (const { topic, messagesPerPartition } of groups) {
           const pending = Object.keys(messagesPerPartition)
             .map(Number)
@@ -82,7 +92,10 @@ export function sendMessagesFactory(groupMessagesPerPartition: Grouper) {
             // Only what is still unanswered once the broker is ours (never a second copy with
             // new sequence numbers of what a request in flight got written meanwhile).
             const still = forBroker
-              .map((t) => ({ ...t, partitions: t.partitions.filter((p) => !answered.has(`${t.topic}\u0000${p}`)) }))
+              .map((t) => ({
+                ...t,
+                partitions: t.partitions.filter((p) => !answered.has(`${t.topic}\u0000${p}`)),
+              }))
               .filter((t) => t.partitions.length > 0);
             if (still.length === 0) return;
             const topicData = createTopicData(still);
@@ -133,7 +146,8 @@ export function sendMessagesFactory(groupMessagesPerPartition: Grouper) {
           const failed = settled.find((r) => r.status === 'rejected');
           if (failed) throw (failed as PromiseRejectedResult).reason;
           return [...answered.values()].flat();
-        } catch (e: Any) {
+        } catch (err) {
+          const e = err as Any;
           if (e.name === 'KafkaJSConnectionClosedError') cluster.removeBroker({ host: e.host, port: e.port });
           if (!cluster.isConnected()) {
             logger.debug(`Cluster has disconnected, reconnecting: ${e.message}`, { retryCount, retryTime });
