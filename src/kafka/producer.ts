@@ -170,19 +170,13 @@ export class TransactionalProducer {
     const tx = await step(this.#p.transaction());
     this.#tx = tx;
     const written: WrittenOffsets = new Map();
-    let sent: Promise<void> | undefined;
     try {
-      // The offsets go to the transaction while its records are produced (AddOffsetsToTxn and
-      // TxnOffsetCommit do not depend on the Produce requests; only EndTxn must follow both):
-      // two round trips fewer on a checkpoint's path to visibility.
-      sent = (async () => {
-        for (const topicMessages of toSends(records)) {
-          const meta = await tx.sendBatch({ topicMessages, acks: -1, compression: CompressionTypes.None });
-          mergeMax(written, lastOffsets(meta, topicMessages));
-        }
-      })();
-      // Settled either way, so that a failure of one is never an unhandled rejection.
-      sent.catch(() => undefined);
+      for (const topicMessages of toSends(records)) {
+        const meta = await step(
+          tx.sendBatch({ topicMessages, acks: -1, compression: CompressionTypes.None }),
+        );
+        mergeMax(written, lastOffsets(meta, topicMessages));
+      }
       if (offsets.offsets.length > 0) {
         const byTopic = new Map<
           string,
@@ -200,7 +194,6 @@ export class TransactionalProducer {
           }),
         );
       }
-      await step(sent);
       await step(tx.commit());
       return written;
     } catch (e) {
@@ -209,11 +202,7 @@ export class TransactionalProducer {
       // in ABORTING, kafkajs #469/#1355); try to abort so the next owner need not wait it out.
       // An abandoned transaction is not waited for: the next owner's fence aborts it.
       if (gaveUp) void tx.abort().catch(() => undefined);
-      else {
-        // Not while the records are still being produced (the offsets failed first).
-        await step(sent ?? Promise.resolve()).catch(() => undefined);
-        await tx.abort().catch(() => undefined);
-      }
+      else await tx.abort().catch(() => undefined);
       throw e;
     } finally {
       this.#tx = undefined;
