@@ -25,13 +25,14 @@ export const REDACT_PATHS: readonly string[] = [
   '*.password',
   'authToken',
   '*.authToken',
-  // schemaRegistry.auth.{password,bearerToken}, also inside a logged config object.
+  // schemaRegistry.auth.{password,bearerToken}. Not deeper (`*.*.*.…`): pino's wildcard redaction
+  // three levels down also walked kafkajs's trace-level request objects and broke its SCRAM
+  // exchange (a TypedArray getter on a copied object); a config logged inside another object is
+  // covered by the by-value scrubber.
   '*.*.password',
-  '*.*.*.password',
   'bearerToken',
   '*.bearerToken',
   '*.*.bearerToken',
-  '*.*.*.bearerToken',
 ];
 
 /** The secret strings of a configuration: SASL password, HTTP token, registry password and token (the TLS key stays in its file). */

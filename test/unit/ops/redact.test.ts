@@ -70,12 +70,13 @@ test('redaction should blank the Schema Registry password and token, by path and
     'in-url-secret',
   ]);
   const byPath = capture([]);
-  byPath.logger.info({ config: cfg });
   byPath.logger.info(cfg);
   const text = byPath.lines.join('');
   for (const s of ['sr-pw', 'sr-tok']) assert.ok(!text.includes(s), `${s} leaked: ${text}`);
   assert.ok(text.includes('"username":"key"'), 'other fields stay');
   const byValue = capture(secretsOf(cfg));
   byValue.logger.error({ err: new Error('registry refused sr-tok') }, 'failed');
-  assert.ok(!byValue.lines.join('').includes('sr-tok'));
+  // A config logged inside another object: four levels down, the scrubber's job.
+  byValue.logger.info({ config: cfg });
+  for (const s of ['sr-pw', 'sr-tok']) assert.ok(!byValue.lines.join('').includes(s), `${s} leaked`);
 });
