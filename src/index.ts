@@ -7,6 +7,7 @@
  * export default app;
  */
 export { App, type AppOptions, type SerdesFor, type StreamOptions } from './api/app.js';
+export type { AsyncContext, AsyncOptions, AsyncOrder } from './api/async.js';
 export type {
   ConnectProcessor,
   ProcessContext,
@@ -27,6 +28,7 @@ export {
 } from './api/state.js';
 export {
   type AggregateOptions,
+  type AsyncOperatorOptions,
   ConnectedStreams,
   KeyedStream,
   type NamedOptions,

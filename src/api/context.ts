@@ -33,6 +33,8 @@ export interface ProcessContext<K, R, S extends Record<string, StateDescriptor>>
   readonly timers: Timers;
   /** Sends a record downstream with the current key (and timestamp unless given). */
   emit(value: R, opts?: { timestamp?: number }): void;
+  /** An async onRecord's attempt is aborted (timed out) when this fires; never for a sync one. */
+  readonly signal: AbortSignal;
 }
 
 export interface TimerContext<K, R, S extends Record<string, StateDescriptor>> {
@@ -47,7 +49,12 @@ export interface TimerContext<K, R, S extends Record<string, StateDescriptor>> {
 
 export interface Processor<K, V, R, S extends Record<string, StateDescriptor>> {
   state?: StateOption<S>;
-  onRecord(value: V, ctx: ProcessContext<K, R, S>): void;
+  /**
+   * Called for each record. An `async` one (or with `{ async: true }`) runs as an async stage
+   * (docs/ASYNC.md): its key's state is read and written in that key's turn, its writes and
+   * emits are applied together when it completes, and it may use valueState only.
+   */
+  onRecord(value: V, ctx: ProcessContext<K, R, S>): void | Promise<void>;
   onTimer?(timestamp: number, ctx: TimerContext<K, R, S>): void;
 }
 

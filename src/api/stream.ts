@@ -1,10 +1,17 @@
 import { TopologyError } from '../errors.js';
 import { repartitionTopic } from '../topology/build.js';
-import type { ErrorPolicy, GraphBuilder, GraphNode, StoreSpec } from '../topology/nodes.js';
+import {
+  type ErrorPolicy,
+  type GraphBuilder,
+  type GraphNode,
+  INFLIGHT_STATE,
+  type StoreSpec,
+} from '../topology/nodes.js';
+import { type AsyncContext, type AsyncOptions, asyncSettings, isAsyncFunction } from './async.js';
 import type { ConnectProcessor, ProcessContext, Processor, RecordContext } from './context.js';
 import { type JoinBufferKey, joinBufferKeySerde } from './join-buffer.js';
 import { cached } from './record-cache-mode.js';
-import { json, jsonOrBytes, keyString, type Serde, type Serdes } from './serdes.js';
+import { bytes, json, jsonOrBytes, keyString, type Serde, type Serdes } from './serdes.js';
 import {
   copyValue,
   LIVE_STATE,
@@ -42,6 +49,9 @@ export interface OperatorOptions extends NamedOptions {
    */
   onError?: ErrorPolicy;
 }
+
+/** Options of `mapAsync`, `filterAsync`, `flatMapAsync` and of a `process` with an async `onRecord`. */
+export interface AsyncOperatorOptions extends OperatorOptions, AsyncOptions {}
 
 /** Options of `count`, `reduce` and `aggregate`. */
 export interface AggregateOptions extends OperatorOptions {
@@ -118,6 +128,52 @@ export class Stream<K, V> {
     opts?: OperatorOptions,
   ): this extends KeyedStream<K, V> ? KeyedStream<K, R> : Stream<K, R> {
     return this.next({ kind: 'flatMap', fn }, { name: opts?.name, onError: opts?.onError }) as any;
+  }
+
+  /**
+   * Like `map`, with a function that returns a Promise (an HTTP call, a database lookup): up to
+   * `concurrency` records of a task in it at once, in per-key order by default (`ordered`), each
+   * attempt bounded by `timeoutMs` (its `ctx.signal` aborts then) and retried `retries` times with
+   * backoff; a record that still fails goes through the error policy (`onError`), like a throwing
+   * `map`. Under exactly-once each record's result is applied once: an input offset commits with
+   * the outputs of every record before it, and the records still in the stage at a checkpoint are
+   * stored with it and run again after a crash (so the function may be called more than once for
+   * a record, its result is used once). See docs/ASYNC.md.
+   * @example .mapAsync(async (order, ctx) => ({ ...order, customer: await lookup(order.customerId, ctx.signal) }), { concurrency: 32, timeoutMs: 2000, retries: 2 })
+   */
+  mapAsync<R>(
+    fn: (value: V, ctx: AsyncContext<K>) => Promise<R>,
+    opts?: AsyncOperatorOptions,
+  ): this extends KeyedStream<K, V> ? KeyedStream<K, R> : Stream<K, R> {
+    return this.#async('map', fn, opts, false) as any;
+  }
+
+  /** Like `filter`, with a predicate that returns a Promise; options as for {@link mapAsync}. */
+  filterAsync(fn: (value: V, ctx: AsyncContext<K>) => Promise<boolean>, opts?: AsyncOperatorOptions): this {
+    return this.#async('filter', fn, opts, true) as any;
+  }
+
+  /** Like `flatMap`, with a function whose Promise gives the values; options as for {@link mapAsync}. */
+  flatMapAsync<R>(
+    fn: (value: V, ctx: AsyncContext<K>) => Promise<Iterable<R>>,
+    opts?: AsyncOperatorOptions,
+  ): this extends KeyedStream<K, V> ? KeyedStream<K, R> : Stream<K, R> {
+    return this.#async('flatMap', fn, opts, false) as any;
+  }
+
+  #async(
+    op: 'map' | 'filter' | 'flatMap',
+    fn: (value: any, ctx: AsyncContext<any>) => unknown,
+    opts: AsyncOperatorOptions | undefined,
+    sameValues: boolean,
+  ): Stream<any, any> {
+    if (typeof fn !== 'function') throw new TopologyError(`${op}Async needs a function`);
+    const name = opts?.name ?? this.app.graph.autoName(`${op}Async`);
+    const settings = asyncSettings(name, opts);
+    return this.next(
+      { kind: 'async', op, fn, settings, stores: [inflightStore(name)] },
+      { name, onError: opts?.onError, sameValues },
+    );
   }
 
   /** Sees each record without changing it (metrics, debugging). */
@@ -274,12 +330,31 @@ export class KeyedStream<K, V> extends Stream<K, V> {
    */
   process<R, S extends Record<string, StateDescriptor> = StateNotGiven>(
     processor: Processor<K, V, R, S>,
-    opts?: OperatorOptions,
+    opts?: OperatorOptions | (AsyncOperatorOptions & { async?: boolean }),
   ): KeyedStream<K, R> {
     const name = opts?.name ?? this.app.graph.autoName('process');
-    const stores = storesOf(name, processor.state, !!processor.onTimer);
+    // An `async onRecord` (or `{ async: true }` for one that returns a Promise without the
+    // keyword) runs as an async stage: see mapAsync, and docs/ASYNC.md for what its state may do.
+    const isAsync =
+      isAsyncFunction(processor.onRecord) || (opts as { async?: boolean } | undefined)?.async === true;
+    if (!isAsync) {
+      const stores = storesOf(name, processor.state, !!processor.onTimer);
+      return this.next(
+        { kind: 'process', processor: processor as any, stores },
+        { name, onError: opts?.onError },
+      ) as KeyedStream<K, R>;
+    }
+    const settings = asyncSettings(name, opts as AsyncOptions);
+    const problems: string[] = [];
+    if (processor.onTimer)
+      problems.push('an async onRecord cannot have timers (onTimer): put them in a process after it');
+    for (const [stateName, d] of Object.entries(processor.state ?? {}) as [string, StateDescriptor][])
+      if (d.kind !== 'value')
+        problems.push(`state ${stateName} is a ${d.kind}State: an async onRecord may use valueState only`);
+    if (problems.length > 0) throw new TopologyError(`operator ${name}: ${problems.join('; ')}`);
+    const stores = [...storesOf(name, processor.state, false), inflightStore(name)];
     return this.next(
-      { kind: 'process', processor: processor as any, stores },
+      { kind: 'process', processor: processor as any, stores, async: settings },
       { name, onError: opts?.onError },
     ) as KeyedStream<K, R>;
   }
@@ -384,6 +459,11 @@ export class KeyedStream<K, V> extends Stream<K, V> {
       { name: opts?.name ?? this.app.graph.autoName('count'), onError: opts?.onError, cache: opts?.cache },
     );
   }
+}
+
+/** The store of an async stage's records in flight at a checkpoint: (sequence → record), bytes. */
+function inflightStore(operator: string): StoreSpec {
+  return { name: `${operator}-inflight`, stateName: INFLIGHT_STATE, descriptor: valueState(bytes()) };
 }
 
 function storesOf(

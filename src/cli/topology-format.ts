@@ -1,5 +1,5 @@
 import type { Topology } from '../topology/build.js';
-import type { GraphNode } from '../topology/nodes.js';
+import { type GraphNode, storesOfNode } from '../topology/nodes.js';
 
 /** `sluice topology --format json`: the sub-topologies, their operators, topics and stores. */
 export function topologyJson(t: Topology): object {
@@ -56,7 +56,7 @@ export function topologyDot(t: Topology): string {
     }
     for (const st of s.stores) {
       lines.push(`    ${q(`store:${st.name}`)} [shape=cylinder, label=${q(st.name)}];`);
-      const owner = s.nodes.find((n) => st.name.startsWith(`${n.name}-`) && n.spec.kind === 'process');
+      const owner = s.nodes.find((n) => st.name.startsWith(`${n.name}-`) && storesOfNode(n).length > 0);
       if (owner) edges.push(`  ${q(owner.name)} -> ${q(`store:${st.name}`)} [dir=both, style=dashed];`);
     }
     lines.push('  }');

@@ -170,6 +170,16 @@ const processing = z
      * the end of the partition (Kafka Streams' `max.task.idle.ms`). -1: never wait.
      */
     maxTaskIdleMs: z.number().int().min(-1).default(1000),
+    /**
+     * Bytes of input records a worker holds in its async stages (mapAsync, ...) at most, over
+     * all tasks; past it, fetching waits until records leave (each stage also holds at most
+     * twice its `concurrency`).
+     */
+    asyncMaxBytes: z
+      .number()
+      .int()
+      .min(1024)
+      .default(64 * 1024 * 1024),
   })
   .strict();
 

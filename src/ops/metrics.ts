@@ -92,6 +92,22 @@ export const METRIC = {
     name: 'sluice_operator_cost_seconds',
     help: 'Mean time one record spends in an operator itself (sampled), smoothed.',
   },
+  asyncInFlight: {
+    name: 'sluice_async_in_flight',
+    help: "Records in a task's async stages (waiting, running or done but not yet in order), per task.",
+  },
+  asyncDuration: {
+    name: 'sluice_async_duration_seconds',
+    help: 'Time a record spends in an async stage, from entering it to leaving it (retries and order waits included).',
+  },
+  asyncTimeouts: {
+    name: 'sluice_async_timeouts_total',
+    help: "Attempts of an async operator's function that timed out (timeoutMs).",
+  },
+  asyncRetries: {
+    name: 'sluice_async_retries_total',
+    help: "Retries of an async operator's function (after a throw or a timeout).",
+  },
 } as const;
 
 /**
@@ -171,6 +187,10 @@ export function createWorkerMetrics(registry: Registry) {
     recordsShed: c(METRIC.recordsShed, ['app', 'reason']),
     recommendedWorkers: g(METRIC.recommendedWorkers, ['app']),
     operatorCost: g(METRIC.operatorCost, ['app', 'operator']),
+    asyncInFlight: g(METRIC.asyncInFlight, ['app', 'task']),
+    asyncDuration: h(METRIC.asyncDuration, ['app', 'operator'], LATENCY_BUCKETS),
+    asyncTimeouts: c(METRIC.asyncTimeouts, ['app', 'operator']),
+    asyncRetries: c(METRIC.asyncRetries, ['app', 'operator']),
   };
 }
 export type WorkerMetrics = ReturnType<typeof createWorkerMetrics>;

@@ -58,7 +58,7 @@ export const STATUS_PAGE_HTML = `<!doctype html>
       <g id="edges"></g><g id="nodes"></g>
     </svg>
   </section>
-  <section><h2>Tasks on this worker</h2><table id="tasks"><thead><tr><th>task</th><th>state</th><th>partition</th><th>position</th><th>lag</th><th>restore</th><th>watermark</th><th>stores</th></tr></thead><tbody></tbody></table></section>
+  <section><h2>Tasks on this worker</h2><table id="tasks"><thead><tr><th>task</th><th>state</th><th>partition</th><th>position</th><th>lag</th><th>restore</th><th>watermark</th><th>async in flight</th><th>stores</th></tr></thead><tbody></tbody></table></section>
   <section><h2>Group</h2><table id="members"><thead><tr><th>member</th><th>host</th><th>http</th><th>tasks</th></tr></thead><tbody></tbody></table></section>
   <section id="overload-section" hidden><h2>Overload</h2><pre id="overload"></pre></section>
 </main>
@@ -173,7 +173,7 @@ function update(s) {
   for (const t of s.tasks) {
     const tr = tb.insertRow();
     const restore = t.restore ? (t.restore.total ? Math.round(100 * (1 - t.restore.remaining / t.restore.total)) + "% (" + t.restore.remaining + " left)" : "done") : "–";
-    const cells = [t.id, t.state, t.partition, Object.values(t.positions).join(", "), Object.values(t.lag).map(fmt).join(", "), restore, (t.watermark == null ? "–" : new Date(t.watermark).toISOString()) + (t.idleInputs && t.idleInputs.length ? " (idle: " + t.idleInputs.join(", ") + ")" : ""), t.stores.join(", ")];
+    const cells = [t.id, t.state, t.partition, Object.values(t.positions).join(", "), Object.values(t.lag).map(fmt).join(", "), restore, (t.watermark == null ? "–" : new Date(t.watermark).toISOString()) + (t.idleInputs && t.idleInputs.length ? " (idle: " + t.idleInputs.join(", ") + ")" : ""), t.asyncInFlight ? String(t.asyncInFlight) : "–", t.stores.join(", ")];
     cells.forEach((c, i) => { const td = tr.insertCell(); td.textContent = c; if (i === 1) td.className = "state-" + c; });
   }
   const mb = el("members").tBodies[0]; mb.textContent = "";

@@ -1,6 +1,7 @@
 import type { SluiceConfig } from '../config/schema.js';
 import type { Task } from '../runtime/task.js';
 import type { Topology } from '../topology/build.js';
+import { INFLIGHT_STATE, storesOfNode } from '../topology/nodes.js';
 import type { GroupView } from './group-view.js';
 
 /** A named part of /status supplied by another module (e.g. `overload`); called per request. */
@@ -45,8 +46,12 @@ export function buildStatus(w: StatusSource): Record<string, unknown> {
       lag: Object.fromEntries(t.inputTopics.map((tp) => [tp, w.lag.get(`${tp}:${t.partition}`) ?? null])),
       restore: t.restoreProgress ? { ...t.restoreProgress } : null,
       watermark: t.watermark ?? null,
+      // Records in the task's async stages (mapAsync, ...): waiting, running or done, not yet out.
+      asyncInFlight: t.async.size,
       idleInputs: t.idleInputs,
-      stores: t.sub.stores.filter((s) => s.stateName !== '__timers').map((s) => s.name),
+      stores: t.sub.stores
+        .filter((s) => s.stateName !== '__timers' && s.stateName !== INFLIGHT_STATE)
+        .map((s) => s.name),
     }));
   const operators: Array<{ id: number; name: string; kind: string; subtopology: number; records: number }> =
     [];
@@ -102,10 +107,9 @@ export function topologyJson(t: Topology): Record<string, unknown> {
       children: n.children.map((c) => c.id),
       topics: n.spec.kind === 'source' ? n.spec.topics : n.spec.kind === 'sink' ? [n.spec.topic] : [],
       internal: n.spec.kind === 'source' || n.spec.kind === 'sink' ? n.spec.internal : false,
-      stores:
-        n.spec.kind === 'process'
-          ? n.spec.stores.filter((x) => x.stateName !== '__timers').map((x) => x.name)
-          : [],
+      stores: storesOfNode(n)
+        .filter((x) => x.stateName !== '__timers' && x.stateName !== INFLIGHT_STATE)
+        .map((x) => x.name),
     })),
   );
   return {

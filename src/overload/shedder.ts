@@ -41,6 +41,11 @@ export class TaskShedder {
   /** Records processed (not shed at the source) and busy milliseconds, since last collected. */
   processed = 0;
   busyMs = 0;
+  /**
+   * Busy milliseconds of the task's async stages (each record's time in a stage over its
+   * concurrency): the stage and the synchronous chain run at once, so the busier bounds C.
+   */
+  asyncBusyMs = 0;
   readonly #window = new Float64Array(2048);
   #filled = 0;
   #next = 0;
@@ -122,10 +127,15 @@ export class TaskShedder {
 
   /** Hands the counters to the controller and starts them again. */
   collect(): { shed: number; processed: number; busyMs: number } {
-    const out = { shed: this.shed, processed: this.processed, busyMs: this.busyMs };
+    const out = {
+      shed: this.shed,
+      processed: this.processed,
+      busyMs: Math.max(this.busyMs, this.asyncBusyMs),
+    };
     this.shed = 0;
     this.processed = 0;
     this.busyMs = 0;
+    this.asyncBusyMs = 0;
     return out;
   }
 }

@@ -122,13 +122,7 @@ export function applyCacheFlushErrorPolicy(
   u: { key: unknown; timestamp: number; operator: string },
   err: OperatorError,
 ): void {
-  let key: Buffer | null = null;
-  try {
-    if (u.key !== null && u.key !== undefined)
-      key = Buffer.isBuffer(u.key) ? u.key : Buffer.from(JSON.stringify(u.key) ?? String(u.key));
-  } catch {
-    key = Buffer.from(String(u.key));
-  }
+  const key = jsonKey(u.key);
   applyNoInputErrorPolicy(
     c,
     {
@@ -141,6 +135,49 @@ export function applyCacheFlushErrorPolicy(
     },
     err,
   );
+}
+
+/**
+ * Likewise for a record of an async stage whose function failed (threw, or timed out after its
+ * retries) or whose effects failed downstream: the dead letter of its input record, as for a
+ * throwing `map` (the error class `AsyncTimeoutError` for a timeout); for a record no input made
+ * (a timer's or a flushed update's output), a dead letter of kind `async` with its key as JSON.
+ */
+export function applyAsyncErrorPolicy(
+  c: DeadLetterContext,
+  r: {
+    key: unknown;
+    rc: { topic: string; timestamp: number };
+    raw: Pick<InRecord, 'key' | 'value' | 'offset' | 'timestamp' | 'headers'> | undefined;
+  },
+  err: OperatorError,
+): void {
+  if (r.raw) {
+    applyErrorPolicy(c, r.rc.topic, r.raw, err);
+    return;
+  }
+  applyNoInputErrorPolicy(
+    c,
+    {
+      what: `a record of async operator ${err.operator} (made by a timer or a flush)`,
+      kind: 'async',
+      key: jsonKey(r.key),
+      ts: r.rc.timestamp,
+      headers: { [DLQ_HEADERS.timestamp]: String(r.rc.timestamp) },
+      log: {},
+    },
+    err,
+  );
+}
+
+function jsonKey(k: unknown): Buffer | null {
+  if (k === null || k === undefined) return null;
+  if (Buffer.isBuffer(k)) return k;
+  try {
+    return Buffer.from(JSON.stringify(k) ?? String(k));
+  } catch {
+    return Buffer.from(safeString(k));
+  }
 }
 
 function applyNoInputErrorPolicy(

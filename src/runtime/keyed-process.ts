@@ -1,3 +1,4 @@
+import { isThenable } from '../api/async.js';
 import { copyValue, LIVE_STATE, type ValueState } from '../api/state.js';
 import { isSluiceFault, OperatorError, SluiceError } from '../errors.js';
 import type { GraphNode } from '../topology/nodes.js';
@@ -84,6 +85,7 @@ export function createProcessOp(
       return rc.watermark;
     },
     domain: 'event' as 'event' | 'processing',
+    signal: NEVER_ABORTED,
     state: handles,
     timers: timers?.api ?? {
       atEventTime: noTimers,
@@ -148,7 +150,18 @@ export function createProcessOp(
   return {
     push(k, v) {
       setKey(k);
-      processor.onRecord(v, ctx as any);
+      const r = processor.onRecord(v, ctx as any);
+      if (r !== undefined && isThenable(r))
+        throw new OperatorError(
+          node.name,
+          new TypeError(
+            `onRecord of operator ${node.name} returned a Promise but is not declared async: write it \`async onRecord(...)\`, or pass { async: true } to process (see mapAsync)`,
+          ),
+          'fail',
+        );
     },
   };
 }
+
+/** The signal of a synchronous onRecord: never aborted. */
+export const NEVER_ABORTED: AbortSignal = new AbortController().signal;

@@ -1,3 +1,4 @@
+import { isThenable } from '../api/async.js';
 import type { Serde } from '../api/serdes.js';
 import { isSluiceFault, OperatorError } from '../errors.js';
 import type { GraphNode } from '../topology/nodes.js';
@@ -33,6 +34,23 @@ export interface Emitter {
 export type ProcessOpFactory = (node: GraphNode, downstream: Op, late: Op) => Op;
 /** Builds the operator for a `.shed()` point; supplied by the task, which owns the shedder. */
 export type ShedOpFactory = (node: GraphNode, downstream: Op) => Op;
+/** Builds an async stage (mapAsync, ..., an async process); supplied by the task (async-ops.ts). */
+export type AsyncOpFactory = (node: GraphNode, downstream: Op) => Op;
+
+/**
+ * A synchronous operator's function returned a Promise: its value would go on as `{}`. Fails the
+ * worker at the first record (an error of the job, not of the record), naming the async operator
+ * to use instead.
+ */
+export function promiseReturned(node: GraphNode, instead: string): OperatorError {
+  return new OperatorError(
+    node.name,
+    new TypeError(
+      `the ${node.spec.kind} function of operator ${node.name} returned a Promise; a ${node.spec.kind} must be synchronous: use ${instead} for an async function`,
+    ),
+    'fail',
+  );
+}
 
 function fanOut(children: Op[]): Op {
   if (children.length === 1) return children[0]!;
@@ -126,6 +144,7 @@ export function compileOperators(
   counts?: Float64Array,
   shedOp?: ShedOpFactory,
   costs?: CostProbe,
+  asyncOp?: AsyncOpFactory,
 ): Map<string, Op> {
   /** Each node's inputs, instrumented: one, or one per parent for a two-input operator. */
   const compiled = new Map<number, Op[]>();
@@ -150,7 +169,9 @@ export function compileOperators(
         op = {
           push(k, v) {
             rc.key = k;
-            next.push(k, fn(v, rc));
+            const r = fn(v, rc);
+            if (typeof r === 'object' && isThenable(r)) throw promiseReturned(node, 'mapAsync');
+            next.push(k, r);
           },
         };
         break;
@@ -160,7 +181,10 @@ export function compileOperators(
         op = {
           push(k, v) {
             rc.key = k;
-            if (fn(v, rc)) next.push(k, v);
+            const keep = fn(v, rc);
+            if (keep === true) next.push(k, v);
+            else if (typeof keep === 'object' && isThenable(keep)) throw promiseReturned(node, 'filterAsync');
+            else if (keep) next.push(k, v);
           },
         };
         break;
@@ -170,11 +194,17 @@ export function compileOperators(
         op = {
           push(k, v) {
             rc.key = k;
-            for (const r of fn(v, rc)) next.push(k, r);
+            const out = fn(v, rc);
+            if (isThenable(out)) throw promiseReturned(node, 'flatMapAsync');
+            for (const r of out) next.push(k, r);
           },
         };
         break;
       }
+      case 'async':
+        if (!asyncOp) throw new Error(`operator ${node.name} is async but the task compiles no async stages`);
+        op = asyncOp(node, next);
+        break;
       case 'peek': {
         const fn = s.fn;
         op = {
@@ -199,6 +229,12 @@ export function compileOperators(
         break;
       }
       case 'process':
+        if (s.async) {
+          if (!asyncOp)
+            throw new Error(`operator ${node.name} is async but the task compiles no async stages`);
+          op = asyncOp(node, next);
+          break;
+        }
         op = processOp(
           node,
           next,

@@ -1,4 +1,5 @@
 import type { RecordContext } from '../api/context.js';
+import type { InRecord } from '../kafka/types.js';
 
 /**
  * The one mutable record context of a task. The task sets its fields before pushing a record
@@ -13,6 +14,8 @@ export class MutableRecordContext implements RecordContext<unknown> {
   headers: Record<string, unknown> | undefined = undefined;
   /** The task's watermark (undefined until every stream input has a record). */
   watermark: number | undefined = undefined;
+  /** The input record being processed (an async stage keeps it for a dead letter); none in a timer. */
+  raw: InRecord | undefined = undefined;
   /** The wall clock: `Date.now`, or a test driver's own (processing time, processing-time timers). */
   now: () => number = Date.now;
 }

@@ -4,8 +4,16 @@ import type { WorkerMetrics } from '../ops/metrics.js';
 import type { OperatorCostSampler } from '../overload/operator-cost.js';
 import type { TaskShedder } from '../overload/shedder.js';
 import type { SubTopology } from '../topology/build.js';
-import { applyErrorPolicy, applyTimerErrorPolicy, type DeadLetterContext } from './dead-letter.js';
+import type { InFlight } from './async-stage.js';
+import {
+  applyAsyncErrorPolicy,
+  applyCacheFlushErrorPolicy,
+  applyErrorPolicy,
+  applyTimerErrorPolicy,
+  type DeadLetterContext,
+} from './dead-letter.js';
 import type { Op } from './operators.js';
+import type { FlushGuard } from './record-cache.js';
 import type { MutableRecordContext } from './record-context.js';
 import type { TaskProgress } from './task-progress.js';
 import type { TimerGuard } from './task-state.js';
@@ -49,33 +57,78 @@ export class RecordLoop {
   }
 
   /**
-   * Runs one due timer (fired by a record's watermark advance or by the periodic tick): with a
-   * clean record context (no topic, offset or headers of whatever record came last: its outputs
-   * carry none), its outputs taken back if it throws, and what it throws through the error
-   * policy, so the other due timers still fire. A fault of Sluice or the machine is rethrown.
+   * Runs `run` (a timer's `onTimer`, an update flushed from the record cache, an async record's
+   * effects) with the record context set to `ctx`, its outputs taken back if it throws, and what
+   * it throws (an `OperatorError`) through `policy`, so the work after it still runs. A fault of
+   * Sluice or the machine, and the `fail` policy's error, are rethrown. The context is restored.
    */
-  readonly timerGuard: TimerGuard = (fire, timer) => {
+  guarded(
+    ctx: {
+      topic: string;
+      offset: string;
+      timestamp: number;
+      headers: Record<string, unknown> | undefined;
+      key: unknown;
+      raw?: InRecord | undefined;
+    },
+    run: () => void,
+    policy: (e: OperatorError) => void,
+  ): void {
     const rc = this.#d.rc;
     const collector = this.#d.progress.collector;
-    const { topic, offset, timestamp, headers, key } = rc;
-    rc.topic = '';
-    rc.offset = '';
-    rc.headers = undefined;
-    rc.timestamp = timer.ts;
+    const { topic, offset, timestamp, headers, key, raw } = rc;
+    rc.topic = ctx.topic;
+    rc.offset = ctx.offset;
+    rc.headers = ctx.headers;
+    rc.timestamp = ctx.timestamp;
+    rc.key = ctx.key;
+    rc.raw = ctx.raw;
     const mark = collector.count;
     try {
-      fire();
+      run();
     } catch (e) {
       collector.truncate(mark);
       if (!(e instanceof OperatorError)) throw e;
-      applyTimerErrorPolicy(this.#dlq, timer, e);
+      policy(e);
     } finally {
       rc.topic = topic;
       rc.offset = offset;
       rc.timestamp = timestamp;
       rc.headers = headers;
       rc.key = key;
+      rc.raw = raw;
     }
+  }
+
+  /**
+   * Runs one due timer (fired by a record's watermark advance or by the periodic tick): with a
+   * clean record context (no topic, offset or headers of whatever record came last: its outputs
+   * carry none), through {@link guarded}, so the other due timers still fire.
+   */
+  readonly timerGuard: TimerGuard = (fire, timer) => {
+    const ctx = { topic: '', offset: '', headers: undefined, timestamp: timer.ts, key: this.#d.rc.key };
+    this.guarded(ctx, fire, (e) => applyTimerErrorPolicy(this.#dlq, timer, e));
+  };
+
+  /** An async record's effects, with its own context, a failure a dead letter of its input record. */
+  readonly asyncGuard = (r: InFlight, apply: () => void): void => {
+    const ctx = { ...r.rc, key: r.key, raw: r.raw as InRecord | undefined };
+    this.guarded(ctx, apply, (e) => applyAsyncErrorPolicy(this.#dlq, r, e));
+  };
+
+  /** An update flushed from the record cache: a failure downstream is a dead letter of kind `cache`. */
+  readonly cacheGuard: FlushGuard = (push, e, operator) => {
+    const rc = this.#d.rc;
+    const ctx = {
+      topic: rc.topic,
+      offset: rc.offset,
+      timestamp: rc.timestamp,
+      headers: rc.headers,
+      key: rc.key,
+    };
+    this.guarded(ctx, push, (err) =>
+      applyCacheFlushErrorPolicy(this.#dlq, { key: e.key, timestamp: e.timestamp, operator }, err),
+    );
   };
 
   /**
@@ -151,6 +204,7 @@ export class RecordLoop {
         continue;
       }
       rc.headers = r.headers as Record<string, unknown> | undefined;
+      rc.raw = r;
       let key: unknown;
       let value: unknown;
       try {

@@ -20,7 +20,13 @@ import type { Collector } from './collector.js';
 import { createProcessOp } from './keyed-process.js';
 import type { Op } from './operators.js';
 import type { MutableRecordContext } from './record-context.js';
-import { approxSize, type TaskState, type TimerGuard, type TimerSource } from './task-state.js';
+import {
+  approxSize,
+  type KeyedState,
+  type TaskState,
+  type TimerGuard,
+  type TimerSource,
+} from './task-state.js';
 
 /** A store of a task: its spec, its changelog topic and the serde of its values. */
 export interface StoreInfo {
@@ -100,6 +106,11 @@ export class RocksTaskState implements TaskState {
     return this.#writes > 0;
   }
 
+  /** What state handles, timers and async stages are built on: this. */
+  get keyed(): KeyedState {
+    return this;
+  }
+
   resizeCache(maxBytes: number): void {
     this.cache.resize(maxBytes);
   }
@@ -132,8 +143,9 @@ export class RocksTaskState implements TaskState {
   #snapshotWrites = 0;
 
   writeChangelog(out: Map<string, OutRecord[]>, partition: number): void {
-    this.#snapshotWrites = this.#writes;
+    // Snapshots first (an async stage writes the records it holds): their writes are this checkpoint's.
     for (const t of this.#timers) t.snapshot?.();
+    this.#snapshotWrites = this.#writes;
     if (this.#writes === 0) return;
     const dirty = this.cache.dirty();
     const ops: WriteOp[] = new Array(dirty.length);

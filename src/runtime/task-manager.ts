@@ -1,12 +1,13 @@
 import type { SluiceConfig } from '../config/schema.js';
 import { TaskMigratedError } from '../errors.js';
 import type { KafkaClient } from '../kafka/client.js';
-import type { GroupConsumer } from '../kafka/consumer.js';
+import type { BatchContext, GroupConsumer } from '../kafka/consumer.js';
 import type { PlainProducer } from '../kafka/producer.js';
 import { taskIdOf } from '../kafka/task-assigner.js';
 import type { Logger } from '../ops/logger.js';
 import type { WorkerMetrics } from '../ops/metrics.js';
 import type { Topology } from '../topology/build.js';
+import { AsyncBudget } from './async-stage.js';
 import type { InputRateMeter } from './input-rate.js';
 import { Task, type TaskDeps } from './task.js';
 import type { TaskState } from './task-state.js';
@@ -51,6 +52,8 @@ export interface TaskManagerDeps extends WorkerParts {
   inputRate: InputRateMeter;
   /** True when `e` made the worker fail over (a full disk): the task is not retried then. */
   failOverOnFullDisk: (task: Task, e: unknown) => boolean;
+  /** A task's processing failed outside a batch (an async stage): the worker's policy decides. */
+  taskFailed: (task: Task, e: unknown) => void;
 }
 
 /**
@@ -64,6 +67,7 @@ export class TaskManager {
 
   constructor(deps: TaskManagerDeps) {
     this.#d = deps;
+    this.#asyncBudget = new AsyncBudget(deps.config.processing.asyncMaxBytes);
   }
 
   get tasks(): ReadonlyMap<string, Task> {
@@ -100,8 +104,13 @@ export class TaskManager {
       opCounts: d.opCounts,
       // The worker's record cache bound, shared out between its tasks (as `cacheShare`).
       recordCacheShare: () => Math.floor(d.config.state.recordCacheMaxBytes / Math.max(1, this.#tasks.size)),
+      asyncBudget: this.#asyncBudget,
+      asyncFailed: (task, e) => d.taskFailed(task, e),
     };
   }
+
+  /** The worker's bound on the bytes of records in its tasks' async stages. */
+  readonly #asyncBudget: AsyncBudget;
 
   /** The chain of assignments: each waits for the one before it to have closed its tasks. */
   #assigning: Promise<void> = Promise.resolve();
@@ -167,6 +176,36 @@ export class TaskManager {
       if (done !== 'tick' || !running() || !this.owns(task)) return;
       await heartbeat();
     }
+  }
+
+  /**
+   * Waits (in a batch handler) until the task's async stages have room again (backpressure: the
+   * partition is not fetched meanwhile), heartbeating every second, like {@link awaitReady}.
+   */
+  async awaitRoom(task: Task, heartbeat: () => Promise<void>, running: () => boolean): Promise<void> {
+    while (task.async.backlogged && running() && this.owns(task) && task.state === 'running') {
+      const tick = new Promise((r) => setTimeout(() => r('tick'), 1000));
+      if ((await Promise.race([task.async.room(), tick])) === 'tick') await heartbeat();
+    }
+  }
+
+  /**
+   * Processes a batch of one input partition. A task with async stages takes it in slices of
+   * its stages' `concurrency`, waiting for room before each (a fetched batch of ~1 MiB would
+   * otherwise enter a stage whole); the unprocessed rest of a batch that went stale is fetched
+   * again from the task's position.
+   */
+  async processBatch(task: Task, b: BatchContext, running: () => boolean): Promise<number> {
+    const chunk = task.async.chunk;
+    if (chunk === 0 || b.records.length <= chunk) return task.process(b.topic, b.records, b.resolveOffset);
+    let n = 0;
+    for (let i = 0; i < b.records.length; i += chunk) {
+      if (task.async.backlogged) await this.awaitRoom(task, b.heartbeat, running);
+      if (b.isStale() || !this.owns(task) || task.state !== 'running' || !running()) break;
+      n += task.process(b.topic, b.records.slice(i, i + chunk), b.resolveOffset);
+      if (task.checkpointDue) void this.checkpoint(task);
+    }
+    return n;
   }
 
   /** Drops a task from this worker's books (it is closed by the caller). */

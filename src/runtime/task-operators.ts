@@ -1,6 +1,6 @@
 import { RECORD_CACHE, type RecordCacheMode } from '../api/record-cache-mode.js';
 import type { SluiceConfig } from '../config/schema.js';
-import { OperatorError, SluiceError } from '../errors.js';
+import { SluiceError } from '../errors.js';
 import type { PlainProducer } from '../kafka/producer.js';
 import type { TopicPartitionOffset } from '../kafka/types.js';
 import type { Logger } from '../ops/logger.js';
@@ -10,10 +10,11 @@ import { createShedOp } from '../overload/shed-op.js';
 import type { TaskShedder } from '../overload/shedder.js';
 import type { SubTopology } from '../topology/build.js';
 import type { GraphNode } from '../topology/nodes.js';
+import { type AsyncStageDeps, createAsyncStage } from './async-ops.js';
+import type { AsyncStage } from './async-stage.js';
 import type { CheckpointDeps } from './checkpoint.js';
-import { applyCacheFlushErrorPolicy, type DeadLetterContext } from './dead-letter.js';
 import { compileOperators, type Op } from './operators.js';
-import { type FlushGuard, RecordCache } from './record-cache.js';
+import { RecordCache } from './record-cache.js';
 import type { MutableRecordContext } from './record-context.js';
 import { RecordLoop } from './record-loop.js';
 import type { TaskProgress } from './task-progress.js';
@@ -31,6 +32,9 @@ export interface TaskOperatorDeps {
   shedder: TaskShedder;
   costs: OperatorCostSampler;
   recordCache: RecordCache;
+  /** Async stages get built with these; the compiled stages are added to `asyncStages`. */
+  async: AsyncStageDeps;
+  asyncStages: AsyncStage[];
 }
 
 /**
@@ -44,11 +48,7 @@ export function compileTaskOperators(d: TaskOperatorDeps): Map<string, Op> {
     rc,
     progress.collector,
     (node, down, late) => {
-      if (!d.store)
-        throw new SluiceError(
-          'SLUICE_TOPOLOGY_INVALID',
-          `operator ${node.name} needs state but the task has none`,
-        );
+      if (!d.store) throw noState(node);
       const mode = cacheModeOf(node);
       const out = mode === undefined ? down : d.recordCache.wrap(node.id, node.name, down, rc, slotOf(mode));
       return d.store.processOp(node, out, rc, progress.collector, late);
@@ -57,6 +57,20 @@ export function compileTaskOperators(d: TaskOperatorDeps): Map<string, Op> {
     d.opCounts,
     (node, down) => createShedOp(node, down, { shedder: d.shedder, rc, emitter: progress.collector }),
     d.costs,
+    (node, down) => {
+      const keyed = d.store?.keyed;
+      if (!keyed) throw noState(node);
+      const stage = createAsyncStage(node, down, rc, keyed, d.async);
+      d.asyncStages.push(stage);
+      return stage;
+    },
+  );
+}
+
+function noState(node: GraphNode): SluiceError {
+  return new SluiceError(
+    'SLUICE_TOPOLOGY_INVALID',
+    `operator ${node.name} needs state but the task has none`,
   );
 }
 
@@ -68,26 +82,6 @@ function cacheModeOf(node: GraphNode): RecordCacheMode | undefined {
 /** Windowed updates are held per window (its start), keyed ones per key alone. */
 function slotOf(mode: RecordCacheMode): ((v: unknown) => unknown) | undefined {
   return mode === 'window' ? (v) => (v as { start: number }).start : undefined;
-}
-
-/**
- * Runs one update flushed from the record cache downstream like a timer's outputs: taken back
- * if a downstream operator throws, and that error through the error policy (a dead letter of
- * kind `cache`); a fault of Sluice or the machine is rethrown (the checkpoint fails, the task
- * resets).
- */
-export function cacheFlushGuard(dlq: DeadLetterContext): FlushGuard {
-  return (push, e, operator) => {
-    const collector = dlq.emitter as TaskProgress['collector'];
-    const mark = collector.count;
-    try {
-      push();
-    } catch (err) {
-      collector.truncate(mark);
-      if (!(err instanceof OperatorError)) throw err;
-      applyCacheFlushErrorPolicy(dlq, { key: e.key, timestamp: e.timestamp, operator }, err);
-    }
-  };
 }
 
 /** What {@link taskParts} builds a task's record loop, record cache and commit protocol from. */
@@ -139,7 +133,7 @@ export function taskParts(d: TaskPartsDeps): {
   });
   const recordCache = new RecordCache(
     () => d.recordCacheShare?.() ?? d.config.state.recordCacheMaxBytes,
-    cacheFlushGuard({ ...deadLetter, appId, partition, metrics, emitter: d.progress.collector }),
+    loop.cacheGuard,
   );
   const checkpointDeps: CheckpointDeps = {
     appId,

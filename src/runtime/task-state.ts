@@ -15,6 +15,8 @@ export interface TaskState {
   /** True when some store changed since the last checkpoint. */
   readonly dirty: boolean;
   processOp(node: GraphNode, downstream: Op, rc: MutableRecordContext, collector: Collector, late?: Op): Op;
+  /** The stores and cache that handles, timers and async stages are built on. */
+  readonly keyed?: KeyedState;
   /** Adds the latest value (or a tombstone) of every dirty key to `out`, by changelog topic. */
   writeChangelog(out: Map<string, OutRecord[]>, partition: number): void;
   /** After the Kafka commit: one atomic RocksDB batch with the dirty keys and the meta entry. */
@@ -54,7 +56,10 @@ export interface TimerSource {
    * when given. Returns how many.
    */
   fire(domain: 'event' | 'processing', upTo: number, guard?: TimerGuard): number;
-  /** A checkpoint takes its snapshot of the dirty state (before its changelog records are made). */
+  /**
+   * A checkpoint takes its snapshot of the dirty state (before its changelog records are made);
+   * its writes to the cache (an async stage's records in flight) belong to that checkpoint.
+   */
   snapshot?(): void;
   /** That checkpoint committed: RocksDB holds what it wrote. */
   committed?(): void;

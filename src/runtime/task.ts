@@ -7,12 +7,14 @@ import type { WorkerMetrics } from '../ops/metrics.js';
 import { OperatorCostSampler } from '../overload/operator-cost.js';
 import { TaskShedder } from '../overload/shedder.js';
 import type { SubTopology } from '../topology/build.js';
+import { AsyncBudget } from './async-stage.js';
 import { type CheckpointDeps, writeCheckpoint } from './checkpoint.js';
 import { deferred } from './deferred.js';
 import type { Op } from './operators.js';
 import type { RecordCache } from './record-cache.js';
 import { MutableRecordContext } from './record-context.js';
 import type { RecordLoop } from './record-loop.js';
+import { TaskAsyncStages } from './task-async.js';
 import { resumeInputs } from './task-inputs.js';
 import { compileTaskOperators, taskParts } from './task-operators.js';
 import { TaskProgress } from './task-progress.js';
@@ -42,6 +44,10 @@ export interface TaskDeps {
   now?: () => number;
   /** This task's share of `state.recordCacheMaxBytes` (default: all of it). */
   recordCacheShare?: () => number;
+  /** The worker's bound on the bytes in async stages (default: one of the task's own). */
+  asyncBudget?: AsyncBudget;
+  /** An async stage's record failed past the error policy; default: the task resets. */
+  asyncFailed?: (task: Task, e: unknown) => void;
 }
 
 /**
@@ -79,6 +85,8 @@ export class Task {
   readonly costs = new OperatorCostSampler();
   /** Aggregations' updates, one per key until the next checkpoint (record-cache.ts). */
   readonly #recordCache: RecordCache;
+  /** The async stages (mapAsync, ...) of the current compile (task-async.ts). */
+  readonly #async: TaskAsyncStages;
 
   constructor(id: string, sub: SubTopology, partition: number, deps: TaskDeps) {
     this.id = id;
@@ -108,6 +116,14 @@ export class Task {
     this.#loop = parts.loop;
     this.#recordCache = parts.recordCache;
     this.#checkpointDeps = parts.checkpointDeps;
+    this.#async = new TaskAsyncStages({
+      appId: deps.appId,
+      taskId: id,
+      metrics: deps.metrics,
+      shedder: this.shedder,
+      budget: deps.asyncBudget ?? new AsyncBudget(deps.config.processing.asyncMaxBytes),
+      fail: (e) => (deps.asyncFailed ? deps.asyncFailed(this, e) : void this.reset(e).catch(() => undefined)),
+    });
   }
 
   /** Next offset to process on an input topic (for lag), once known. */
@@ -133,9 +149,9 @@ export class Task {
 
   /** Next offset to process per input topic (for /status); null before the first assignment. */
   positions(): Record<string, string | null> {
-    const out: Record<string, string | null> = {};
-    for (const t of this.sub.sourceTopics) out[t] = this.#progress.next.get(t)?.toString() ?? null;
-    return out;
+    return Object.fromEntries(
+      this.sub.sourceTopics.map((t) => [t, this.#progress.next.get(t)?.toString() ?? null]),
+    );
   }
 
   /** The task's state stores (for queries and metrics), once restored. */
@@ -196,20 +212,18 @@ export class Task {
       shedder: this.shedder,
       costs: this.costs,
       recordCache: this.#recordCache,
+      async: this.#async.deps(this.#loop.asyncGuard),
+      asyncStages: this.#async.fresh(),
     });
     this.#progress.lastCheckpoint = Date.now();
     if (this.isClosed) return this.#release();
     this.#to('running');
+    this.#async.start();
     this.#moveWatermark();
-    this.logger.info(
-      {
-        ms: Date.now() - started,
-        offsets: Object.fromEntries(
-          [...this.#progress.next].map(([t, o]) => [t, o?.toString() ?? 'earliest']),
-        ),
-      },
-      'task running',
+    const offsets = Object.fromEntries(
+      [...this.#progress.next].map(([t, o]) => [t, o?.toString() ?? 'earliest']),
     );
+    this.logger.info({ ms: Date.now() - started, offsets }, 'task running');
   }
 
   /** Waits for a checkpoint in flight. */
@@ -221,7 +235,7 @@ export class Task {
 
   get hasPending(): boolean {
     const p = this.#progress;
-    const held = this.#recordCache.size > 0 || (this.#store?.dirty ?? false);
+    const held = this.#recordCache.size > 0 || (this.#store?.dirty ?? false) || this.#async.dirty;
     return p.dirtyRecords > 0 || p.collector.count > 0 || held || p.announceDue;
   }
 
@@ -238,6 +252,11 @@ export class Task {
    */
   get checkpointBacklogged(): boolean {
     return this.#busy !== undefined && this.checkpointDue;
+  }
+
+  /** The async stages: backpressure (`backlogged`, `room()`), records in flight (/status). */
+  get async(): Pick<TaskAsyncStages, 'backlogged' | 'room' | 'size' | 'drained' | 'chunk'> {
+    return this.#async;
   }
 
   /** Processes a batch of one input partition, synchronously, from the task's position on (record-loop.ts). */
@@ -260,12 +279,8 @@ export class Task {
   #moveWatermark(now?: number): void {
     const w = this.#progress.advanceWatermark(this.#rc.now());
     if (w !== undefined) this.#rc.watermark = w;
-    if (w !== undefined || now !== undefined) this.#fireTimers(w, now);
-  }
-
-  /** Each due timer runs through the record loop's guard: clean context, rollback, error policy. */
-  #fireTimers(watermark: number | undefined, now: number | undefined): void {
-    this.#store?.advanceTime(watermark, now, this.#loop.timerGuard);
+    // Each due timer runs through the record loop's guard: clean context, rollback, error policy.
+    if (w !== undefined || now !== undefined) this.#store?.advanceTime(w, now, this.#loop.timerGuard);
   }
 
   /** Periodic work without input: processing-time timers, idleness moves. Throws like `process`. */
@@ -328,6 +343,7 @@ export class Task {
     if (this.#state === 'closed') return Promise.resolve();
     const before = this.#ready;
     if (this.#state !== 'restoring') this.#to('restoring');
+    this.#async.close(); // what is in flight comes back from the last checkpoint's store
     const p = this.#reset(reason, before).finally(() => {
       if (this.#resetting === p) this.#resetting = undefined;
     });
@@ -366,6 +382,7 @@ export class Task {
       }
     }
     this.#to('closed');
+    this.#async.close();
     this.#progress.clear();
     await this.#release();
     this.logger.info('task closed');

@@ -62,6 +62,7 @@ export class Worker {
   readonly metrics: WorkerMetrics;
   readonly client: KafkaClient;
   #state: WorkerStateName = 'created';
+  readonly #running = () => this.#state === 'running';
   #consumer: GroupConsumer | undefined;
   #plain: Promise<PlainProducer> | undefined;
   readonly #manager: TaskManager;
@@ -131,6 +132,7 @@ export class Worker {
       lag: this.#lag,
       inputRate: this.#inputRate,
       failOverOnFullDisk: (task, e) => this.#failOverOnFullDisk(task, e),
+      taskFailed: (task, e) => this.#taskFailed(task, e),
     });
     this.#changelogs = new ChangelogWatch({
       ...parts,
@@ -288,13 +290,14 @@ export class Worker {
     if (!task) return;
     if (task.state !== 'running') {
       // Restoring: the batch is fetched again later. Never hold the consumer while stopping.
-      return this.#manager.awaitReady(task, b.heartbeat, () => this.#state === 'running');
+      return this.#manager.awaitReady(task, b.heartbeat, this.#running);
     }
     if (task.checkpointBacklogged) await task.idle();
+    if (task.async.backlogged) await this.#manager.awaitRoom(task, b.heartbeat, this.#running);
     if (b.isStale() || !this.#manager.owns(task) || task.state !== 'running') return;
     const sync = this.#syncs.of(task); // several inputs: in timestamp order across them
     try {
-      const n = sync ? sync.add(b, Date.now()) : task.process(b.topic, b.records, b.resolveOffset);
+      const n = sync ? sync.add(b, Date.now()) : await this.#manager.processBatch(task, b, this.#running);
       if (n > 0) this.#inputRate.add(b.topic, b.partition, n);
     } catch (e) {
       return this.#taskFailed(task, e);
@@ -317,7 +320,7 @@ export class Worker {
     for (const t of this.#manager.tasks.values()) {
       try {
         t.tick();
-        if (!t.checkpointBacklogged) this.#syncs.drain(t, Date.now());
+        if (!t.checkpointBacklogged && !t.async.backlogged) this.#syncs.drain(t, Date.now());
       } catch (e) {
         this.#taskFailed(t, e);
       }

@@ -16,6 +16,7 @@ import { openTaskState } from '../runtime/restore.js';
 import { Task } from '../runtime/task.js';
 import { deadLetterTopic, externalTopics, type PartitionPlan, prepareTopics } from '../runtime/topics.js';
 import type { Topology } from '../topology/build.js';
+import { INFLIGHT_STATE } from '../topology/nodes.js';
 import { MemoryStorage } from './memory-store.js';
 import { type DeadLetter, deadLettersOf, TestInput, TestOutput } from './records.js';
 import { SimulatedKafka } from './sim-kafka.js';
@@ -242,6 +243,11 @@ export class TestDriver {
       seek: (topic, p, offset) => this.#positions.set(`${topic}:${p}`, BigInt(offset)),
       deadLetterTopic: deadLetterTopic(this.app.id),
       now: () => this.#clock,
+      // As the worker: the `fail` policy fails the job; a fault resets the task.
+      asyncFailed: (t, e) => {
+        if (e instanceof SluiceError && e.code === 'SLUICE_OPERATOR') this.#failed = e;
+        else void t.reset(e).catch(() => undefined);
+      },
     });
     task.commitOffsetsAtLeastOnce = async (offsets) => this.kafka.commitOffsets(this.app.id, offsets);
     await task.init();
@@ -330,6 +336,8 @@ export class TestDriver {
       if (round > MAX_ROUNDS) throw new Error(`the job did not settle after ${MAX_ROUNDS} rounds (a loop?)`);
       await this.#prefetchSchemas();
       const delivered = this.#deliver();
+      // Async stages (mapAsync, ...) run their records to the end before the checkpoint.
+      for (const t of this.#live()) await t.async.drained();
       const committed = await this.#commit(force);
       if (delivered === 0 && committed === 0) return;
     }
@@ -423,7 +431,9 @@ export class TestDriver {
    * its operator's name when that operator has one store.
    */
   state<K = any, V = any>(store: string): StateView<K, V> {
-    const stores = this.topology.stores.filter((s) => s.stateName !== '__timers');
+    const stores = this.topology.stores.filter(
+      (s) => s.stateName !== '__timers' && s.stateName !== INFLIGHT_STATE,
+    );
     const spec =
       stores.find((s) => s.name === store) ??
       (() => {

@@ -1,5 +1,5 @@
 import { TopologyError } from '../errors.js';
-import type { GraphNode, StoreSpec } from './nodes.js';
+import { type GraphNode, type StoreSpec, storesOfNode } from './nodes.js';
 
 export interface SubTopology {
   readonly id: number;
@@ -88,8 +88,8 @@ export function buildTopology(appId: string, nodes: readonly GraphNode[]): Topol
         if (n.spec.internal) sinkOwner.set(n.spec.topic, id);
       } else if (n.spec.kind === 'late') {
         if (n.spec.topic !== undefined) sinkTopics.push(n.spec.topic);
-      } else if (n.spec.kind === 'process') {
-        for (const s of n.spec.stores) {
+      } else {
+        for (const s of storesOfNode(n)) {
           if (storeNames.has(s.name)) throw new TopologyError(`duplicate store name ${s.name}`);
           storeNames.add(s.name);
           stores.push(s);
@@ -117,9 +117,13 @@ export function buildTopology(appId: string, nodes: readonly GraphNode[]): Topol
   const warnings: string[] = [];
   for (const n of nodes) {
     if (!n.generatedName) continue;
-    if (n.spec.kind === 'process' && n.spec.stores.length > 0)
+    if (storesOfNode(n).length > 0)
       warnings.push(
-        `operator ${n.name} has a generated name: its stores (${n.spec.stores.map((x) => x.name).join(', ')}) and their changelogs are renamed, and their state lost, when an operator is added before it; give it { name }`,
+        `operator ${n.name} has a generated name: its stores (${storesOfNode(n)
+          .map((x) => x.name)
+          .join(
+            ', ',
+          )}) and their changelogs are renamed, and their state lost, when an operator is added before it; give it { name }`,
       );
     else if (n.spec.kind === 'sink' && n.spec.internal && repartitionTopics.has(n.spec.topic))
       warnings.push(
@@ -147,8 +151,10 @@ function describeTopology(appId: string, subs: readonly SubTopology[]): string {
           ? ` [${n.spec.topics.join(', ')}]`
           : n.spec.kind === 'sink' || (n.spec.kind === 'late' && n.spec.topic !== undefined)
             ? ` -> ${(n.spec as { topic: string }).topic}`
-            : n.spec.kind === 'process' && n.spec.stores.length > 0
-              ? ` stores: ${n.spec.stores.map((x) => x.name).join(', ')}`
+            : storesOfNode(n).length > 0
+              ? ` stores: ${storesOfNode(n)
+                  .map((x) => x.name)
+                  .join(', ')}`
               : '';
       const to = n.children.length > 0 ? ` => ${n.children.map((c) => c.name).join(', ')}` : '';
       lines.push(`    ${n.name} (${n.spec.kind})${extra}${to}`);

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import type { Serde } from '../api/serdes.js';
 import type { StateDescriptor } from '../api/state.js';
 import type { Topology } from './build.js';
+import { storesOfNode } from './nodes.js';
 
 /**
  * What a deployed job's state hangs on, in a form that can be recorded (JSON) and compared with
@@ -79,20 +80,18 @@ export function describeForRecord(topology: Topology, plan: ReadonlyMap<number, 
     version: 1,
     appId: topology.appId,
     subtopologies: topology.subtopologies.map((s) => {
-      const procs = s.nodes.filter((n) => n.spec.kind === 'process');
+      const procs = s.nodes.filter((n) => storesOfNode(n).length > 0);
       return {
         id: s.id,
         sources: Object.fromEntries(s.sourceTopics.map((t) => [t, plan.get(s.id) ?? null])),
         stores: procs.flatMap((n) =>
-          n.spec.kind !== 'process'
-            ? []
-            : n.spec.stores.map((st) => ({
-                name: st.name,
-                changelog: topology.stores.find((x) => x.name === st.name)!.changelog,
-                kind: st.descriptor.kind,
-                key: serdeFingerprint(n.parents[0]?.keySerde),
-                value: storeValueFingerprint(st.descriptor),
-              })),
+          storesOfNode(n).map((st) => ({
+            name: st.name,
+            changelog: topology.stores.find((x) => x.name === st.name)!.changelog,
+            kind: st.descriptor.kind,
+            key: serdeFingerprint(n.parents[0]?.keySerde),
+            value: storeValueFingerprint(st.descriptor),
+          })),
         ),
         sinks: s.sinkTopics.filter((t) => !topology.repartitionTopics.has(t)),
       };

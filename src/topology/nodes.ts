@@ -1,3 +1,4 @@
+import type { AsyncContext, AsyncSettings } from '../api/async.js';
 import type { Processor, RecordContext } from '../api/context.js';
 import type { Serde } from '../api/serdes.js';
 import type { StateDescriptor } from '../api/state.js';
@@ -30,6 +31,19 @@ export type NodeSpec =
       stores: StoreSpec[];
       /** Two inputs (`connect`): records of parents[0] go to onLeft, of parents[1] to onRight. */
       sides?: ConnectHandlers;
+      /** An async `onRecord` (it returns a Promise): runs as an async stage (async-stage.ts). */
+      async?: AsyncSettings;
+    }
+  /**
+   * `mapAsync`, `filterAsync`, `flatMapAsync`: the user function returns a Promise. Its one store
+   * (`<name>-inflight`) holds the records in the stage when a checkpoint is taken.
+   */
+  | {
+      kind: 'async';
+      op: 'map' | 'filter' | 'flatMap';
+      fn: (value: any, ctx: AsyncContext<any>) => unknown;
+      settings: AsyncSettings;
+      stores: StoreSpec[];
     }
   /** Records a windowed operator found late: to a side-output topic, or dropped; counted either way. */
   | { kind: 'late'; operator: string; topic?: string; key: Serde<any>; value: Serde<any> }
@@ -41,6 +55,14 @@ export type NodeSpec =
     };
 
 export type NodeKind = NodeSpec['kind'];
+
+/** The stores of a node (a `process` or an async stage's), none for the others. */
+export function storesOfNode(n: GraphNode): readonly StoreSpec[] {
+  return n.spec.kind === 'process' || n.spec.kind === 'async' ? n.spec.stores : [];
+}
+
+/** Name in the `state` object of an async stage's store of the records in flight. */
+export const INFLIGHT_STATE = '__inflight';
 
 export type TimestampSpec = 'processing' | ((value: any, ctx: RecordContext<any>) => number);
 

@@ -141,3 +141,37 @@ const jsonIn = app.stream('js-in', { value: jsonSchema<Alert>() });
 expectType<Equal<typeof jsonIn, Stream<string, Alert>>>(true);
 // @ts-expect-error a writer of another record type
 jsonIn.to('js-out', { value: jsonSchema<Reading>({ schema: {} }) });
+
+// Async operators: the awaited type goes downstream; a sync map's Promise is refused at run time
+// (SLUICE_OPERATOR), an async function in filterAsync must give a boolean.
+const enriched = bySensor.mapAsync(async (r, ctx) => ({ ...r, at: ctx.offset, aborted: ctx.signal.aborted }));
+expectType<
+  Equal<
+    typeof enriched,
+    KeyedStream<
+      string,
+      { at: string; aborted: boolean; sensor: string; bucket: number; temp: number; ts: number }
+    >
+  >
+>(true);
+const hot = app
+  .stream('temps', { value: json<Reading>() })
+  .filterAsync(async (r) => r.temp > 30, { concurrency: 8 });
+expectType<Equal<typeof hot, Stream<string, Reading>>>(true);
+// @ts-expect-error filterAsync's function resolves to a boolean
+app.stream('temps2', { value: json<Reading>() }).filterAsync(async (r) => r.temp);
+// @ts-expect-error an unknown order
+bySensor.mapAsync(async (r) => r, { ordered: 'random' });
+const asyncSums = { sum: valueState<number>() };
+const summed = bySensor.process<number, typeof asyncSums>(
+  {
+    state: asyncSums,
+    async onRecord(r, ctx) {
+      const s = (ctx.state.sum.get() ?? 0) + r.temp;
+      ctx.state.sum.set(s);
+      ctx.emit(s);
+    },
+  },
+  { name: 'async-sum', concurrency: 4, timeoutMs: 1000 },
+);
+expectType<Equal<typeof summed, KeyedStream<string, number>>>(true);

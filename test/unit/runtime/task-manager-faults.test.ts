@@ -53,6 +53,7 @@ function manager() {
     opCounts: new Float64Array(16),
     lag: new Map(),
     inputRate: new InputRateMeter(metrics, 'unit-tm'),
+    taskFailed: () => undefined,
     failOverOnFullDisk: (_t: Task, e: unknown) => {
       if (!(e instanceof StateIoError && e.diskFull)) return false;
       failedOver.push(e);
