@@ -3,7 +3,8 @@
 // (`mvn -q package`, when its sources changed), starts a local Kafka unless KAFKA_BROKERS is set
 // (port --kafka-port, default 19494; the broker also takes the next port for its controller),
 // runs dist/bench/run.js with the options, and stops the broker it started.
-// `node bench/bench.mjs latency [options]` (`npm run bench:latency`) runs dist/bench/latency.js instead.
+// `node bench/bench.mjs latency [options]` (`npm run bench:latency`) runs dist/bench/latency.js instead,
+// `node bench/bench.mjs async [options]` (`npm run bench:async`) dist/bench/async.js.
 import { spawnSync } from 'node:child_process';
 import { existsSync, readdirSync, statSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
@@ -11,7 +12,7 @@ import { fileURLToPath } from 'node:url';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const args = process.argv.slice(2);
-const entry = args[0] === 'latency' ? (args.shift(), 'latency') : 'run';
+const entry = args[0] === 'latency' || args[0] === 'async' ? args.shift() : 'run';
 const portAt = args.indexOf('--kafka-port');
 const port = portAt >= 0 ? args[portAt + 1] : '19494';
 
