@@ -8,7 +8,8 @@
  *
  *   npm run build && KAFKA_BROKERS=127.0.0.1:9092 node dist/bench/cpu.js \
  *     [--workload running-sum] [--records 1000000] [--guarantee exactly_once] [--runs 3] \
- *     [--base ../other-worktree] [--profile out.md] [--keep file.cpuprofile]
+ *     [--base ../other-worktree] [--profile out.md] [--keep file.cpuprofile] \
+ *     [--node-args '--max-semi-space-size=64']   # this checkout's worker only
  *
  * CPU is the worker's utime + stime (/proc/<pid>/stat, every thread) from ready (/readyz 200) to
  * the input all committed, per million input records, as in bench/run.ts; the rate is the one
@@ -33,6 +34,8 @@ interface Options {
   base: string;
   profile: string;
   keep: string;
+  /** node options of this checkout's worker only (e.g. --max-semi-space-size=64) */
+  nodeArgs: string[];
 }
 
 function parseArgs(argv: string[]): Options {
@@ -44,6 +47,7 @@ function parseArgs(argv: string[]): Options {
     base: '',
     profile: '',
     keep: '',
+    nodeArgs: [],
   };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]!;
@@ -56,6 +60,7 @@ function parseArgs(argv: string[]): Options {
     else if (a === '--base') o.base = resolve(v);
     else if (a === '--profile') o.profile = v;
     else if (a === '--keep') o.keep = v;
+    else if (a === '--node-args') o.nodeArgs = v.split(' ').filter(Boolean);
     else throw new Error(`unknown option ${a}`);
   }
   return o;
@@ -96,7 +101,10 @@ async function main() {
         brokers: process.env.KAFKA_BROKERS!,
         ksCacheBytes: w.ksCacheBytes,
         ...(build === 'base' ? { sluiceRoot: o.base } : {}),
-        ...(profDir ? { nodeArgs: ['--cpu-prof', `--cpu-prof-dir=${profDir}`] } : {}),
+        nodeArgs: [
+          ...(build === 'this' ? o.nodeArgs : []),
+          ...(profDir ? ['--cpu-prof', `--cpu-prof-dir=${profDir}`] : []),
+        ],
       });
       try {
         await proc.ready(120_000);
