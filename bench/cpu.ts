@@ -9,7 +9,8 @@
  *   npm run build && KAFKA_BROKERS=127.0.0.1:9092 node dist/bench/cpu.js \
  *     [--workload running-sum] [--records 1000000] [--guarantee exactly_once] [--runs 3] \
  *     [--base ../other-worktree] [--profile out.md] [--keep file.cpuprofile] \
- *     [--node-args '--max-semi-space-size=64']   # this checkout's worker only
+ *     [--node-args '--max-semi-space-size=64']   # this checkout's worker only \
+ *     [--profile-build base]                      # profile the --base checkout instead
  *
  * CPU is the worker's utime + stime (/proc/<pid>/stat, every thread) from ready (/readyz 200) to
  * the input all committed, per million input records, as in bench/run.ts; the rate is the one
@@ -33,6 +34,8 @@ interface Options {
   runs: number;
   base: string;
   profile: string;
+  /** which build the --profile run is of: this (default) or base */
+  profileBuild: 'this' | 'base';
   keep: string;
   /** node options of this checkout's worker only (e.g. --max-semi-space-size=64) */
   nodeArgs: string[];
@@ -46,6 +49,7 @@ function parseArgs(argv: string[]): Options {
     runs: 3,
     base: '',
     profile: '',
+    profileBuild: 'this',
     keep: '',
     nodeArgs: [],
   };
@@ -59,6 +63,7 @@ function parseArgs(argv: string[]): Options {
     else if (a === '--runs') o.runs = Number(v);
     else if (a === '--base') o.base = resolve(v);
     else if (a === '--profile') o.profile = v;
+    else if (a === '--profile-build') o.profileBuild = v as Run['build'];
     else if (a === '--keep') o.keep = v;
     else if (a === '--node-args') o.nodeArgs = v.split(' ').filter(Boolean);
     else throw new Error(`unknown option ${a}`);
@@ -146,12 +151,12 @@ async function main() {
     if (o.profile) {
       const profDir = mkdtempSync(join(tmpdir(), 'sluice-cpuprof-'));
       try {
-        const r = await once('this', o.runs, profDir);
+        const r = await once(o.profileBuild, o.runs, profDir);
         const file = readdirSync(profDir).find((f) => f.endsWith('.cpuprofile'));
         if (!file) throw new Error('no .cpuprofile written');
         if (o.keep) writeFileSync(o.keep, readFileSync(join(profDir, file)));
         profileMd = [
-          `## CPU profile (this checkout, under the profiler: ${r.cpuPerMillion.toFixed(2)} CPU s/M, ${Math.round(r.rate)} records/s)`,
+          `## CPU profile (${o.profileBuild === 'this' ? 'this checkout' : o.base}, under the profiler: ${r.cpuPerMillion.toFixed(2)} CPU s/M, ${Math.round(r.rate)} records/s)`,
           '',
           summarize(JSON.parse(readFileSync(join(profDir, file), 'utf8'))),
         ].join('\n');
