@@ -361,7 +361,7 @@ function report(o: Options, runs: RunResult[], recs: RecoveryResult[], env: stri
 async function main(): Promise<void> {
   const o = parseOptions(process.argv.slice(2));
   if (!process.env.KAFKA_BROKERS) throw new Error('set KAFKA_BROKERS (npm run bench starts a broker)');
-  if (!existsSync(PEER_JAR))
+  if (o.systems.includes('kafka-streams') && !existsSync(PEER_JAR))
     throw new Error(`${PEER_JAR} is missing: run \`mvn -q package\` in bench/peers/kafka-streams`);
   const loadBefore = sh('uptime');
   const started = performance.now();

@@ -52,6 +52,10 @@ export interface RunSpec {
   /** The record cache bound of both systems: Kafka Streams' statestore.cache.max.bytes, Sluice's
    * state.recordCacheMaxBytes (0 = no record cache, every update emitted) */
   ksCacheBytes?: number;
+  /** Sluice only: another checkout's root (its bin/sluice.js and dist/bench/jobs; bench/cpu.ts --base) */
+  sluiceRoot?: string;
+  /** Sluice only: node options before the script (e.g. --cpu-prof) */
+  nodeArgs?: string[];
   /** ceiling only: the node binary, the script and extra environment */
   ceiling?: { node: string; script: string; env?: Record<string, string> };
 }
@@ -110,9 +114,12 @@ export async function startProc(s: RunSpec): Promise<Proc> {
     httpPort = await freePort();
     cmd = process.execPath;
     args = [
-      SLUICE_BIN,
+      ...(s.nodeArgs ?? []),
+      s.sluiceRoot ? join(s.sluiceRoot, 'bin/sluice.js') : SLUICE_BIN,
       'run',
-      sluiceJobPath(s.kind),
+      s.sluiceRoot
+        ? join(s.sluiceRoot, 'dist/bench/jobs', `${SLUICE_JOB[s.kind]}.js`)
+        : sluiceJobPath(s.kind),
       '--http-port',
       String(httpPort),
       '--log-level',

@@ -7,6 +7,7 @@ import { GroupConsumer, type GroupConsumerOptions } from './consumer.js';
 import { assertKafkajsPatched } from './kafkajs-preload.js';
 import { kafkaLogCreator, kafkaLogLevelFor } from './log-bridge.js';
 import { PartitionReader } from './partition-reader.js';
+import { createKeyPartitioner } from './partitioner.js';
 import { PlainProducer, TransactionalProducer } from './producer.js';
 import { asAuthError, securityOptions, tlsPreflight } from './security.js';
 import type { KafkaSettings } from './types.js';
@@ -76,6 +77,7 @@ export class KafkaClient {
       idempotent: true,
       maxInFlightRequests: 5,
       allowAutoTopicCreation: false,
+      createPartitioner: createKeyPartitioner(),
     });
     await p.connect();
     return new PlainProducer(p);
@@ -93,6 +95,7 @@ export class KafkaClient {
       maxInFlightRequests: 1,
       allowAutoTopicCreation: false,
       transactionTimeout: 60_000,
+      createPartitioner: createKeyPartitioner(),
     });
     await p.connect();
     const tp = new TransactionalProducer(p, transactionalId);

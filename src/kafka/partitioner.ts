@@ -3,6 +3,8 @@
  * one kafkajs's DefaultPartitioner uses for our repartition topics. State queries use it to find
  * the partition, hence the task and the worker, that holds a key.
  */
+import { randomBytes } from 'node:crypto';
+
 export function murmur2(data: Buffer): number {
   const length = data.length;
   const seed = 0x9747b28c;
@@ -40,4 +42,35 @@ export function murmur2(data: Buffer): number {
 /** The partition Kafka's default partitioner picks for a non-null key. */
 export function partitionForKey(key: Buffer, partitions: number): number {
   return (murmur2(key) & 0x7fffffff) % partitions;
+}
+
+interface PartitionArgs {
+  topic: string;
+  partitionMetadata: ReadonlyArray<{ partitionId: number; leader: number }>;
+  message: { partition?: number | null; key?: Buffer | string | null };
+}
+
+/**
+ * kafkajs 2's DefaultPartitioner (Java's): the message's partition when it names one, else the
+ * key's murmur2 hash, else round robin over the partitions that have a leader. The same choices,
+ * without its per-message costs, which were about 5 % of a worker's busy CPU (bench/cpu.ts
+ * --profile, running sum): murmur2 through 64-bit `Long` objects and a filtered copy of the
+ * partition list for every message, even a keyed one.
+ */
+export function createKeyPartitioner(): () => (a: PartitionArgs) => number {
+  return () => {
+    const counters = new Map<string, number>();
+    return ({ topic, partitionMetadata, message }) => {
+      if (message.partition !== null && message.partition !== undefined) return message.partition;
+      const n = partitionMetadata.length;
+      const key = message.key;
+      if (key !== null && key !== undefined)
+        return (murmur2(Buffer.isBuffer(key) ? key : Buffer.from(String(key))) & 0x7fffffff) % n;
+      const c = (counters.get(topic) ?? randomBytes(4).readUInt32BE(0)) + 1;
+      counters.set(topic, c);
+      const available = partitionMetadata.filter((p) => p.leader >= 0);
+      if (available.length > 0) return available[(c & 0x7fffffff) % available.length]!.partitionId;
+      return (c & 0x7fffffff) % n;
+    };
+  };
 }

@@ -123,7 +123,8 @@ class Writer {
     this.varInt(len);
     if (len <= 0) return;
     if (Buffer.isBuffer(v)) {
-      v.copy(this.b, this.o);
+      // TypedArray#set: the same bytes as Buffer#copy, without its argument handling (small records).
+      this.b.set(v, this.o);
       this.o += len;
     } else this.o += this.b.write(String(v), this.o, len, 'utf8');
   }

@@ -60,12 +60,22 @@ function lastOffsets(
   send: ReadonlyArray<{ topic: string; messages: OutRecord[] }>,
 ): WrittenOffsets {
   // The broker answers with the base offset of each partition's batch; count what we sent there.
+  // Counted per partition number first: one `topic:partition` string per partition, not per record.
   const counts = new Map<string, number>();
   for (const { topic, messages: msgs } of send) {
+    let per: number[] | undefined;
     for (const m of msgs) {
-      if (m.partition === undefined) continue;
-      const k = `${topic}:${m.partition}`;
-      counts.set(k, (counts.get(k) ?? 0) + 1);
+      const p = m.partition;
+      if (p === undefined) continue;
+      per ??= [];
+      per[p] = (per[p] ?? 0) + 1;
+    }
+    if (per === undefined) continue;
+    for (let p = 0; p < per.length; p++) {
+      const n = per[p];
+      if (n === undefined) continue;
+      const k = `${topic}:${p}`;
+      counts.set(k, (counts.get(k) ?? 0) + n);
     }
   }
   const out: WrittenOffsets = new Map();

@@ -19,6 +19,8 @@ import { approxSize, type KeyedState } from './task-state.js';
 /** The key the handles of one process operator are scoped to right now. */
 export interface KeyScope {
   bytes: Buffer;
+  /** `bytes` as latin1 (the write-back cache's key), when known; reset whenever `bytes` changes. */
+  id?: string | undefined;
 }
 
 /** How a handle copies values in and out: `copyValue`, or not at all for Sluice's own processors. */

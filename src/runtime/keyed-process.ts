@@ -4,21 +4,25 @@ import { isSluiceFault, OperatorError, SluiceError } from '../errors.js';
 import type { GraphNode } from '../topology/nodes.js';
 import { type Copy, type KeyScope, listHandle, live, mapHandle } from './collection-state.js';
 import type { Op } from './operators.js';
-import type { MutableRecordContext } from './record-context.js';
+import { type MutableRecordContext, memoFormat, memoKeyBytes } from './record-context.js';
 import { approxSize, type KeyedState } from './task-state.js';
 import { TimerService } from './timers.js';
 
+const EMPTY = Buffer.alloc(0);
+
 function valueHandle(store: string, scope: KeyScope, st: KeyedState, copy: Copy): ValueState<unknown> {
   const cache = st.cache;
+  // The cache's key string, once per record key (`setKey` may know it without a conversion).
+  const id = () => (scope.id ??= scope.bytes.toString('latin1'));
   return {
-    get: () => copy(cache.get(store, scope.bytes)),
+    get: () => copy(cache.get(store, scope.bytes, id())),
     set(v) {
       if (v === undefined) throw new SluiceError('SLUICE_OPERATOR', 'valueState.set(undefined): use clear()');
-      cache.set(store, scope.bytes, copy(v), approxSize(scope.bytes, v));
+      cache.set(store, scope.bytes, copy(v), approxSize(scope.bytes, v), id());
       st.noteWrite();
     },
     clear() {
-      cache.delete(store, scope.bytes);
+      cache.delete(store, scope.bytes, undefined, id());
       st.noteWrite();
     },
   };
@@ -107,16 +111,28 @@ export function createProcessOp(
       late?.push(currentKey, value);
     },
   };
+  const utf8Keys = keySerde.fingerprint === 'string';
+  const format = memoFormat(keySerde.fingerprint);
   const setKey = (k: unknown) => {
     currentKey = k;
-    scope.bytes =
-      k === null || k === undefined ? Buffer.alloc(0) : (keySerde.serialize(k) ?? Buffer.alloc(0));
+    if (k === null || k === undefined) {
+      scope.bytes = EMPTY;
+      scope.id = '';
+      return;
+    }
+    const bytes = keySerde.serialize(k) ?? EMPTY;
+    scope.bytes = bytes;
+    // UTF-8 of a string as long as the string: all ASCII, so its latin1 form is the string.
+    scope.id = utf8Keys && typeof k === 'string' && bytes.length === k.length ? k : undefined;
+    // `emit` pushes this key on: a sink of the same format writes these bytes.
+    memoKeyBytes(rc, k, format, bytes);
   };
   if (timers && processor.onTimer) {
     const onTimer = processor.onTimer;
     timers.onFire = (ts, keyBytes, domain) => {
       currentKey = keyBytes.length === 0 ? null : keySerde.deserialize(keyBytes);
       scope.bytes = keyBytes;
+      scope.id = undefined;
       emitTs = ts;
       ctx.domain = domain;
       try {

@@ -2,7 +2,7 @@ import { isThenable } from '../api/async.js';
 import type { Serde } from '../api/serdes.js';
 import { isSluiceFault, OperatorError } from '../errors.js';
 import type { GraphNode } from '../topology/nodes.js';
-import type { MutableRecordContext } from './record-context.js';
+import { type MutableRecordContext, memoFormat } from './record-context.js';
 
 /** A compiled operator: takes one record (the context holds its metadata) and pushes it on. */
 export interface Op {
@@ -267,11 +267,17 @@ export function compileOperators(
         const topic = s.topic;
         const ks: Serde<unknown> = s.key;
         const vs: Serde<unknown> = s.value;
+        const format = memoFormat(ks.fingerprint);
+        const memo = rc.keyMemo;
         op = {
           push(k, v) {
             emitter.emit(
               topic,
-              k === null || k === undefined ? null : ks.serialize(k),
+              k === null || k === undefined
+                ? null
+                : format !== '' && memo.key === k && memo.format === format
+                  ? memo.bytes
+                  : ks.serialize(k),
               vs.serialize(v),
               rc.timestamp,
               rc.headers,

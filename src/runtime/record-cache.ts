@@ -30,8 +30,23 @@ export interface CacheEntry {
 /** Runs one flushed entry's downstream push (the record loop's guard: rollback, error policy). */
 export type FlushGuard = (push: () => void, e: CacheEntry, operator: string) => void;
 
+/**
+ * One held update: in its operator's map, and in the cache's list of updates by age (oldest at
+ * the head), which is the order of the flush and of the eviction across all operators. An update
+ * to a held key reuses its node (no allocation per record) and moves it to the tail.
+ */
+interface Node extends CacheEntry {
+  operator: string;
+  map: Map<unknown, Node>;
+  mapKey: unknown;
+  prev: Node | undefined;
+  next: Node | undefined;
+}
+
 export class RecordCache {
-  readonly #entries = new Map<string, CacheEntry & { operator: string }>();
+  #head: Node | undefined;
+  #tail: Node | undefined;
+  #size = 0;
   #bytes = 0;
   readonly #maxBytes: () => number;
   readonly #guard: FlushGuard;
@@ -44,7 +59,7 @@ export class RecordCache {
   }
 
   get size(): number {
-    return this.#entries.size;
+    return this.#size;
   }
   get bytes(): number {
     return this.#bytes;
@@ -56,32 +71,67 @@ export class RecordCache {
   /**
    * The downstream op of a cached aggregation: holds each update, per key (and, with `slot`, per
    * window start) of operator `id`, in place of pushing it. Pushes straight through when the
-   * cache is off.
+   * cache is off. Each operator has its own maps, so no key string is built per record: a string
+   * or number key is the map key itself (1 and "1" stay apart: a Map compares by type), anything
+   * else, and a key with a window, is encoded (`keyString`).
    */
   wrap(id: number, operator: string, down: Op, rc: MutableRecordContext, slot?: (v: unknown) => unknown): Op {
-    const prefix = `${id}\u0000`;
+    // The bytes an entry counts for its id: as when the id was `${id}\0${type char}${key}`.
+    const idBytes = String(id).length + 2;
+    const raw = new Map<unknown, Node>();
+    const encoded = new Map<unknown, Node>();
     return {
       push: (key, value) => {
         if (!this.enabled) return down.push(key, value);
-        const k = keyString(key);
-        const id = slot === undefined ? prefix + k : `${prefix}${k}\u0000${String(slot(value))}`;
-        const size = approxSize(EMPTY, value) + id.length;
-        const prev = this.#entries.get(id);
+        let map: Map<unknown, Node>;
+        let mk: unknown;
+        let keyBytes: number;
+        if (slot === undefined && typeof key === 'string') {
+          map = raw;
+          mk = key;
+          keyBytes = key.length;
+        } else if (slot === undefined && typeof key === 'number') {
+          map = raw;
+          mk = key;
+          keyBytes = String(key).length;
+        } else {
+          const k = keyString(key);
+          const ks = slot === undefined ? k : `${k}\u0000${String(slot(value))}`;
+          map = encoded;
+          mk = ks;
+          keyBytes = ks.length - 1;
+        }
+        const size = approxSize(EMPTY, value) + idBytes + keyBytes;
+        const prev = map.get(mk);
         if (prev !== undefined) {
           this.#bytes -= prev.size;
           this.absorbed++;
-          // Re-inserted at the end: the map's order is the order of last update (LRU).
-          this.#entries.delete(id);
+          // Moved to the tail: the list's order is the order of last update (LRU).
+          this.#unlink(prev);
+          prev.key = key;
+          prev.value = value;
+          prev.timestamp = rc.timestamp;
+          prev.headers = rc.headers;
+          prev.size = size;
+          this.#append(prev);
+        } else {
+          const n: Node = {
+            down,
+            key,
+            value,
+            timestamp: rc.timestamp,
+            headers: rc.headers,
+            size,
+            operator,
+            map,
+            mapKey: mk,
+            prev: undefined,
+            next: undefined,
+          };
+          map.set(mk, n);
+          this.#size++;
+          this.#append(n);
         }
-        this.#entries.set(id, {
-          down,
-          key,
-          value,
-          timestamp: rc.timestamp,
-          headers: rc.headers,
-          size,
-          operator,
-        });
         this.#bytes += size;
       },
     };
@@ -100,25 +150,50 @@ export class RecordCache {
 
   /** Forgets everything (a reset: nothing since the last checkpoint counts). */
   clear(): void {
-    this.#entries.clear();
+    for (let n = this.#head; n !== undefined; n = n.next) n.map.clear();
+    this.#head = this.#tail = undefined;
+    this.#size = 0;
     this.#bytes = 0;
   }
 
+  #append(n: Node): void {
+    n.prev = this.#tail;
+    n.next = undefined;
+    if (this.#tail === undefined) this.#head = n;
+    else this.#tail.next = n;
+    this.#tail = n;
+  }
+
+  #unlink(n: Node): void {
+    if (n.prev === undefined) this.#head = n.next;
+    else n.prev.next = n.next;
+    if (n.next === undefined) this.#tail = n.prev;
+    else n.next.prev = n.prev;
+    n.prev = n.next = undefined;
+  }
+
+  /**
+   * Pushes the oldest entries downstream, one at a time from the head, so that an update a push
+   * adds (a downstream cached aggregation) or moves goes in the same drain, at its new place.
+   */
   #drain(rc: MutableRecordContext, downTo: number): number {
     let n = 0;
     const { key, timestamp, headers, topic, offset } = rc;
     try {
-      for (const [id, e] of this.#entries) {
+      for (let e = this.#head; e !== undefined; e = this.#head) {
         if (this.#bytes <= downTo && downTo > 0) break;
-        this.#entries.delete(id);
+        this.#unlink(e);
+        e.map.delete(e.mapKey);
+        this.#size--;
         this.#bytes -= e.size;
         n++;
         rc.key = e.key;
         rc.timestamp = e.timestamp;
         rc.headers = e.headers;
-        this.#guard(() => e.down.push(e.key, e.value), e, e.operator);
+        const { down, key: k, value: v } = e;
+        this.#guard(() => down.push(k, v), e, e.operator);
       }
-      if (this.#entries.size === 0) this.#bytes = 0;
+      if (this.#size === 0) this.#bytes = 0;
     } finally {
       rc.key = key;
       rc.timestamp = timestamp;

@@ -16,6 +16,34 @@ export class MutableRecordContext implements RecordContext<unknown> {
   watermark: number | undefined = undefined;
   /** The input record being processed (an async stage keeps it for a dead letter); none in a timer. */
   raw: InRecord | undefined = undefined;
+  /**
+   * The bytes of the key last serialized for the state (`process`), and under which serde
+   * (fingerprint), so that a sink writing that same key with a serde of the same format takes
+   * them instead of serializing it again. Only primitive keys and the deterministic built-in
+   * formats (see {@link memoKeyBytes}).
+   */
+  readonly keyMemo: { key: unknown; format: string; bytes: Buffer } = {
+    key: undefined,
+    format: '',
+    bytes: Buffer.alloc(0),
+  };
   /** The wall clock: `Date.now`, or a test driver's own (processing time, processing-time timers). */
   now: () => number = Date.now;
+}
+
+/** Serde fingerprints whose bytes depend only on the (primitive) value: the built-in formats. */
+const MEMO_FORMATS = new Set(['string', 'number', 'json']);
+
+/** The format under which a serde's bytes may be memoized, or '' (none). */
+export function memoFormat(fingerprint: string | undefined): string {
+  return fingerprint !== undefined && MEMO_FORMATS.has(fingerprint) ? fingerprint : '';
+}
+
+/** Remembers `bytes` as the serialization of `key` under `format` (when both allow it). */
+export function memoKeyBytes(rc: MutableRecordContext, key: unknown, format: string, bytes: Buffer): void {
+  if (format === '' || (typeof key !== 'string' && typeof key !== 'number')) return;
+  const m = rc.keyMemo;
+  m.key = key;
+  m.format = format;
+  m.bytes = bytes;
 }

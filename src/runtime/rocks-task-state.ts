@@ -148,14 +148,16 @@ export class RocksTaskState implements TaskState {
     this.#snapshotWrites = this.#writes;
     if (this.#writes === 0) return;
     const dirty = this.cache.dirty();
-    const ops: WriteOp[] = new Array(dirty.length);
+    // The snapshot's entries are fresh objects, ours: each becomes its write op in place (its
+    // value serialized), one object less per dirty key.
+    const ops = dirty as unknown as WriteOp[];
     // An explicit timestamp (CreateTime), so that the fingerprint of the last record is known.
     const timestamp = Date.now().toString();
     for (let i = 0; i < dirty.length; i++) {
       const e = dirty[i]!;
       const info = this.stores.get(e.store)!;
       const bytes = e.value === undefined ? null : info.serde.serialize(e.value);
-      ops[i] = { store: e.store, key: e.key, value: bytes };
+      ops[i]!.value = bytes;
       let list = out.get(info.changelog);
       if (!list) out.set(info.changelog, (list = []));
       list.push({ key: e.key, value: bytes, partition, timestamp });

@@ -174,10 +174,12 @@ export class WriteBackCache<V> {
     return this.dirtyList.length;
   }
 
-  /** The value of `key`, or `undefined` when it is absent or deleted. */
-  get(store: string, key: Buffer): V | undefined {
+  /**
+   * The value of `key`, or `undefined` when it is absent or deleted. `k`: the key as latin1, when
+   * the caller has it already (it must be `key.toString('latin1')`), which saves the conversion.
+   */
+  get(store: string, key: Buffer, k: string = key.toString('latin1')): V | undefined {
     const map = this.storeMap(store);
-    const k = key.toString('latin1');
     const e = map.get(k);
     if (e !== undefined) {
       this._hits++;
@@ -275,14 +277,17 @@ export class WriteBackCache<V> {
     return this.stores.get(store)?.has(key.toString('latin1')) ?? false;
   }
 
-  /** Sets `key` to `value` (dirty until the next checkpoint). `sizeBytes`: approximate entry size. */
-  set(store: string, key: Buffer, value: V, sizeBytes: number): void {
-    this.write(store, key, value, sizeBytes);
+  /**
+   * Sets `key` to `value` (dirty until the next checkpoint). `sizeBytes`: approximate entry size;
+   * `k` as in {@link get}.
+   */
+  set(store: string, key: Buffer, value: V, sizeBytes: number, k?: string): void {
+    this.write(store, key, value, sizeBytes, k);
   }
 
   /** Deletes `key`: a dirty tombstone, written as a delete at the next checkpoint. */
-  delete(store: string, key: Buffer, sizeBytes = key.length + TOMBSTONE_OVERHEAD): void {
-    this.write(store, key, undefined, sizeBytes);
+  delete(store: string, key: Buffer, sizeBytes = key.length + TOMBSTONE_OVERHEAD, k?: string): void {
+    this.write(store, key, undefined, sizeBytes, k);
   }
 
   /**
@@ -344,9 +349,14 @@ export class WriteBackCache<V> {
     this._entries = 0;
   }
 
-  private write(store: string, key: Buffer, value: V | undefined, size: number): void {
+  private write(
+    store: string,
+    key: Buffer,
+    value: V | undefined,
+    size: number,
+    k: string = key.toString('latin1'),
+  ): void {
     const map = this.storeMap(store);
-    const k = key.toString('latin1');
     const seq = ++this.writeSeq;
     const e = map.get(k);
     if (e === undefined) {

@@ -173,3 +173,29 @@ test('a windowed aggregation emitting updates should send one per key and window
     await d.close();
   }
 });
+
+test('a cached count should hold the number key 1 and the string key "1" apart', async () => {
+  const app = new App({ id: 'rc-key-types' });
+  app
+    .keyedStream('in', { key: json<string | number>(), value: json<number>() })
+    .count({ name: 'n' })
+    .to('out', { key: json<string | number>(), value: json<number>() });
+  const d = new TestDriver(app, { commit: 'manual' });
+  try {
+    const input = d.input<string | number, number>('in');
+    for (const k of [1, '1', 1, 'x', 1]) await input.pipe(k, 0);
+    await d.commit();
+    const out = d
+      .output<string | number, number>('out')
+      .readAll()
+      .map((r) => [r.key, r.value]);
+    // One update per key, the newest, in the order of their last update.
+    assert.deepEqual(out, [
+      ['1', 1],
+      ['x', 1],
+      [1, 3],
+    ]);
+  } finally {
+    await d.close();
+  }
+});
