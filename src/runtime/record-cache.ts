@@ -176,31 +176,21 @@ export class RecordCache {
    * Pushes the oldest entries downstream, one at a time from the head, so that an update a push
    * adds (a downstream cached aggregation) or moves goes in the same drain, at its new place.
    */
-  #drain(rc: MutableRecordContext, downTo: number): number {
+  #drain(_rc: MutableRecordContext, downTo: number): number {
     let n = 0;
-    const { key, timestamp, headers, topic, offset } = rc;
-    try {
-      for (let e = this.#head; e !== undefined; e = this.#head) {
-        if (this.#bytes <= downTo && downTo > 0) break;
-        this.#unlink(e);
-        e.map.delete(e.mapKey);
-        this.#size--;
-        this.#bytes -= e.size;
-        n++;
-        rc.key = e.key;
-        rc.timestamp = e.timestamp;
-        rc.headers = e.headers;
-        const { down, key: k, value: v } = e;
-        this.#guard(() => down.push(k, v), e, e.operator);
-      }
-      if (this.#size === 0) this.#bytes = 0;
-    } finally {
-      rc.key = key;
-      rc.timestamp = timestamp;
-      rc.headers = headers;
-      rc.topic = topic;
-      rc.offset = offset;
+    // The guard (the record loop's) gives each push the entry's key, time and headers, and
+    // restores the record context after it.
+    for (let e = this.#head; e !== undefined; e = this.#head) {
+      if (this.#bytes <= downTo && downTo > 0) break;
+      this.#unlink(e);
+      e.map.delete(e.mapKey);
+      this.#size--;
+      this.#bytes -= e.size;
+      n++;
+      const { down, key: k, value: v } = e;
+      this.#guard(() => down.push(k, v), e, e.operator);
     }
+    if (this.#size === 0) this.#bytes = 0;
     return n;
   }
 }

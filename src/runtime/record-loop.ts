@@ -122,9 +122,9 @@ export class RecordLoop {
     const ctx = {
       topic: rc.topic,
       offset: rc.offset,
-      timestamp: rc.timestamp,
-      headers: rc.headers,
-      key: rc.key,
+      timestamp: e.timestamp,
+      headers: e.headers,
+      key: e.key,
     };
     this.guarded(ctx, push, (err) =>
       applyCacheFlushErrorPolicy(this.#dlq, { key: e.key, timestamp: e.timestamp, operator }, err),

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { readCommittedWithJava } from '../../bench/java-reader.js';
 import { startEnrichService } from '../helpers/enrich-service.js';
-import { brokers, jobTopics, produce, type ReadRecord } from '../helpers/kafka.js';
+import { brokers, jobTopics, produce, type ReadRecord, withAdmin } from '../helpers/kafka.js';
 import { assertExactRunningSums, RunningSumInput, rng } from '../helpers/running-sum.js';
 import { metricValue, spawnWorker, type WorkerProcess, workerGroup } from '../helpers/workers.js';
 
@@ -199,6 +199,56 @@ test('records of keys whose calls hang should time out into the DLQ while every 
     }
     const text = await w.metrics();
     assert.equal(metricValue(text, 'sluice_async_timeouts_total', { operator: 'enrich' }), hungSeqs.size);
+  } finally {
+    await service.close();
+  }
+});
+
+test('a service far slower than the input should make lag, not memory: the stage stays within its bound (backpressure)', {
+  timeout: 180_000,
+}, async (t) => {
+  // Capacity: concurrency 4 × 2 tasks / 0.5 s = 16 records/s; 20,000 records wait in Kafka.
+  const service = await startEnrichService({ latencyMs: 500 });
+  const { id, input, output, env } = await jobTopics('t-async-slow', 2);
+  const group = workerGroup(t, id);
+  const jobEnv = {
+    ...env,
+    TEST_SERVICE_URL: service.url,
+    TEST_ASYNC_CONCURRENCY: '4',
+    TEST_ASYNC_RETRIES: '0',
+  };
+  const w = group.add(
+    spawnWorker('async-enrich', {
+      name: 'slow',
+      env: jobEnv,
+      args: ['--processing.guarantee', 'exactly_once'],
+    }),
+  );
+  try {
+    await group.step('worker serves HTTP', () => w.url());
+    await produce(input, new RunningSumInput({ seed: 11, keys: 1000 }).next(20_000));
+    let maxInFlight = 0;
+    let maxCalls = 0;
+    const rss: number[] = [];
+    const t0 = Date.now();
+    while (Date.now() - t0 < 20_000) {
+      await sleep(500);
+      const text = await w.metrics();
+      for (const task of ['0_0', '0_1'])
+        maxInFlight = Math.max(maxInFlight, metricValue(text, 'sluice_async_in_flight', { task }) ?? 0);
+      maxCalls = Math.max(maxCalls, service.stats.peak);
+      rss.push(metricValue(text, 'sluice_node_process_resident_memory_bytes') ?? Number.NaN);
+    }
+    // What has come out (committed or not) against what went in: the rest waits in Kafka.
+    const offsets = await withAdmin((a) => a.fetchTopicOffsets(output));
+    const out = offsets.reduce((n, p) => n + Number(p.high), 0);
+    t.diagnostic(
+      `max records in a task's stage ${maxInFlight}; peak calls at the service ${maxCalls}; ${out} of 20,000 records out; RSS ${rss.map((r) => Math.round(r / 2 ** 20)).join(' ')} MiB`,
+    );
+    // Backlogged at 2 × concurrency (8); one slice of `concurrency` (4) may enter just below it.
+    assert.ok(maxInFlight > 0 && maxInFlight <= 11, `a stage holds at most 11 records (got ${maxInFlight})`);
+    assert.ok(maxCalls <= 8, `at most concurrency × tasks calls at once (got ${maxCalls})`);
+    assert.ok(out < 5000, `the input waits in Kafka (${out} records out)`);
   } finally {
     await service.close();
   }

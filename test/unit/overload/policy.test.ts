@@ -105,3 +105,19 @@ test('TaskShedder priority drops should shed the lowest priorities first, exactl
   const total = dropped.reduce((a, b) => a + b, 0) / n;
   assert.ok(Math.abs(total - 0.375) < 0.02, `total ${total}`);
 });
+
+test("TaskShedder should report the busier of the synchronous chain and the async stages as the task's busy time", () => {
+  const s = new TaskShedder({ mode: 'shed', placement: 'source', drop: 'random', overflowTopic: 'x' });
+  // 100 records: 20 ms of CPU in the chain, and 100 × 50 ms in a stage of concurrency 10 (500 ms).
+  s.processed = 100;
+  s.busyMs = 20;
+  s.asyncBusyMs = (100 * 50) / 10;
+  const c = s.collect();
+  assert.equal(c.busyMs, 500, 'the stage bounds C: 100 records per 0.5 s = concurrency / latency');
+  assert.equal(new Capacity(1, 1).observe(c.processed, c.busyMs), 200);
+  s.processed = 100;
+  s.busyMs = 300;
+  s.asyncBusyMs = 50;
+  assert.equal(s.collect().busyMs, 300, 'a CPU-bound chain bounds it otherwise');
+  assert.equal(s.collect().busyMs, 0, 'counters start again');
+});
