@@ -90,7 +90,7 @@ async function startWorker(
       TEST_ASYNC_CONCURRENCY: String(concurrency),
       TEST_ASYNC_RETRIES: '0',
     },
-    args: ['--processing.guarantee', 'exactly_once', '--log-level', 'warn'],
+    args: ['--processing.guarantee', 'exactly_once'],
   });
   await w.url();
   return w;
