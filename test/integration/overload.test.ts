@@ -4,9 +4,11 @@ import { deleteTopicsMatching, eventually, jobTopics, readAll } from '../helpers
 import { PacedProducer } from '../helpers/paced.js';
 import { metricSum, spawnWorker, type WorkerProcess } from '../helpers/workers.js';
 
-// Each record costs 2 ms in the job (Atomics.wait: wall time without burning one of the shared
-// cores), so one worker's capacity is ~450 records/s and the measurement is dominated by it,
-// even when other work on the machine slows the rest (fetching, decoding, producing).
+// Each record costs 2 ms in the job (mostly Atomics.wait: wall time without burning one of the
+// shared cores), so one worker's capacity is ~450 records/s and the measurement is dominated by
+// it. What Sluice does around it (fetching, decoding, producing, committing) is CPU work, which a
+// busy machine stretches more than the wait: the shed test's ground-truth check has less margin
+// there (see below).
 const COST_US = 2000;
 const H = 0.9;
 const TAU_MS = 5000; // a bucket bound of the latency histogram, so p99 ≤ τ is read off exactly
@@ -79,7 +81,8 @@ async function snapshot(
 
 test('overload shed mode should keep H·C/λ of the input at 2x capacity, hold p99 latency under τ, and stop shedding below capacity', async (t) => {
   const { id, input, output, env } = await jobTopics('t-shed', 1);
-  // The exact cost (see busy.ts): the check below is against the true capacity 1e6/COST_US.
+  // The exact cost (see busy.ts), timed by the job: the check below is against the capacity it
+  // really leaves.
   const w = spawnWorker('busy', { name: 'shed', env: overloadEnv(env, 'shed', 'exact') });
   const p = new PacedProducer(input, 1);
   t.after(() => cleanup(p, [w], id));
@@ -108,42 +111,76 @@ test('overload shed mode should keep H·C/λ of the input at 2x capacity, hold p
     },
     { timeoutMs: 30_000, what: 'the backlog of the step to drain' },
   ).then((s) => s!);
+  // The injected cost as the worker really incurred it: the job times every call (busy.ts).
+  const costTotals = () => {
+    for (let i = w.logs.length - 1; i >= 0; i--)
+      if (w.logs[i]!.includes('"test_cost"')) return JSON.parse(w.logs[i]!) as { calls: number; ms: number };
+    throw new Error('no test_cost line in the worker log');
+  };
+  const costA = costTotals();
   const caps: number[] = [];
+  // The operator cost estimate averages one push in 64: a few samples a second, so one reading
+  // misses the rare long calls (a preempted spin) that the incurred mean counts. Averaged like C.
+  const opCosts: number[] = [];
   for (let i = 0; i < 4; i++) {
     await sleep(2000);
-    caps.push((await snapshot([w], id, output, p)).capacity);
+    const s = await snapshot([w], id, output, p);
+    caps.push(s.capacity);
+    opCosts.push(metricSum(s.text, 'sluice_operator_cost_seconds', { app: id, operator: 'cost' }));
   }
   const b = await snapshot([w], id, output, p);
+  const costB = costTotals();
   const C = caps.reduce((x, y) => x + y, 0) / caps.length;
   const realLambda = ((b.sent - a.sent) * 1000) / (b.at - a.at);
   // Kept fraction = records kept / records processed in the window (≈ those that arrived in it).
   const kept = (b.in - a.in - (b.shed - a.shed)) / (b.in - a.in);
   const expected = (H * C) / realLambda;
-  const p99ok = (b.latUnderTau - a.latUnderTau) / (b.latCount - a.latCount);
-  t.diagnostic(
-    `window: sent ${b.sent - a.sent}, in ${b.in - a.in}, shed ${b.shed - a.shed}, ${((b.at - a.at) / 1000).toFixed(1)} s`,
-  );
-  t.diagnostic(
-    `C=${C.toFixed(0)} rec/s, λ=${realLambda.toFixed(0)} rec/s, kept ${kept.toFixed(3)} vs H·C/λ ${expected.toFixed(3)} (${((kept / expected - 1) * 100).toFixed(1)} %), share of outputs within τ=${TAU_MS} ms: ${p99ok.toFixed(4)}, operator cost ${(metricSum(b.text, 'sluice_operator_cost_seconds', { app: id, operator: 'cost' }) * 1e3).toFixed(2)} ms`,
-  );
-  // Against ground truth (issue 13 item 13): the true capacity of a worker whose operator busy-
-  // waits COST_US per record is 1e6/COST_US; what Sluice spends around it (fetching, checkpoints)
-  // must not take more than the tolerance from it.
-  const cTrue = 1e6 / COST_US;
+  // Ground truth (issue 13 item 13): C_true = 1 / the injected cost's mean duration per call as
+  // incurred in the window (the nominal 2 ms takes 2.02 ms on a quiet machine, 2.1–2.9 ms with
+  // 5–30 runnable processes on the 2 cores: the wait wakes late, the spin waits for a core). The
+  // worker's C is lower by what its event loop does around the operator chain, which C counts
+  // (OverloadController#overhead). While shedding, the loop keeps 1 − H idle and spends it in
+  // fetch waits, so batches are small (6–22 a second), each with a fetch round and, every 100 ms,
+  // a five-request transaction: C is then 86–95 % of the chain's own rate on a loaded machine,
+  // though the same worker saturated (backpressure mode, 0.4 batches a second) runs at 96–98 % of
+  // it. That per-batch work is CPU work, stretched by a busy machine more than the mostly-waiting
+  // injected cost; it is what this check has (too) little margin against on a loaded machine.
+  const costMs = (costB.ms - costA.ms) / (costB.calls - costA.calls);
+  const cTrue = 1000 / costMs;
   const expectedTrue = (H * cTrue) / realLambda;
+  // The operator chain's own rate (records per second of `sluice_process_duration_seconds`):
+  // between it and C_true is Sluice's per-record work inside the chain (deserializing, shedding,
+  // producing into the collector); between it and C, the worker's other event-loop work.
+  const chainS =
+    metricSum(b.text, 'sluice_process_duration_seconds_sum', { app: id }) -
+    metricSum(a.text, 'sluice_process_duration_seconds_sum', { app: id });
+  const cChain = (b.in - a.in - (b.shed - a.shed)) / chainS;
+  const opCost = opCosts.reduce((x, y) => x + y, 0) / opCosts.length;
+  const p99ok = (b.latUnderTau - a.latUnderTau) / (b.latCount - a.latCount);
+  const pct = (x: number) => `${x >= 0 ? '+' : ''}${(x * 100).toFixed(1)} %`;
   t.diagnostic(
-    `kept ${kept.toFixed(3)} vs H·C_true/λ ${expectedTrue.toFixed(3)} (${((kept / expectedTrue - 1) * 100).toFixed(1)} %)`,
+    `window: sent ${b.sent - a.sent}, in ${b.in - a.in}, shed ${b.shed - a.shed}, ${((b.at - a.at) / 1000).toFixed(1)} s; share of outputs within τ=${TAU_MS} ms: ${p99ok.toFixed(4)}`,
+  );
+  t.diagnostic(
+    `cost ${costMs.toFixed(3)} ms a call as incurred (${costB.calls - costA.calls} calls; nominal ${(COST_US / 1000).toFixed(3)} ms), operator cost estimate ${(opCost * 1e3).toFixed(3)} ms (${pct((opCost * 1e3) / costMs - 1)})`,
+  );
+  t.diagnostic(
+    `C_true=${cTrue.toFixed(0)} rec/s, chain ${cChain.toFixed(0)} rec/s, C=${C.toFixed(0)} rec/s (${pct(C / cTrue - 1)}), λ=${realLambda.toFixed(0)} rec/s`,
+  );
+  t.diagnostic(
+    `kept ${kept.toFixed(3)} vs H·C_true/λ ${expectedTrue.toFixed(3)} (${pct(kept / expectedTrue - 1)}), vs H·C/λ ${expected.toFixed(3)} (${pct(kept / expected - 1)})`,
   );
   assert.ok(b.shed > a.shed, 'records are shed at 2x capacity');
-  // Reported, not asserted: within ±10 % on a quiet machine (−6.7 %, −6.8 %), −12.0 % in a CI run
-  // right after the cluster tests (C = 440 rec/s, 0.2 ms a record above the injected cost); issue
-  // 13 item 13 stays open until that is explained.
+  assert.ok(
+    Math.abs(kept / expectedTrue - 1) <= 0.1,
+    `kept ${kept} not within ±10 % of H·C_true/λ = ${expectedTrue} (C_true = 1/${costMs} ms)`,
+  );
+  // The controller tracks its own estimate too.
   assert.ok(Math.abs(kept / expected - 1) <= 0.1, `kept ${kept} not within ±10 % of H·C/λ = ${expected}`);
   assert.ok(b.latCount - a.latCount > 500, 'outputs were observed in the window');
-  const opCost = metricSum(b.text, 'sluice_operator_cost_seconds', { app: id, operator: 'cost' });
   assert.ok(
-    Math.abs(opCost / (COST_US / 1e6) - 1) <= 0.25,
-    `operator cost estimate ${opCost} s not within ±25 % of the injected ${COST_US / 1e6} s`,
+    Math.abs(opCost / (costMs / 1000) - 1) <= 0.25,
+    `operator cost estimate ${opCost} s not within ±25 % of the injected cost as incurred, ${costMs / 1000} s`,
   );
   assert.ok(p99ok >= 0.99, `p99 end-to-end latency over τ: only ${p99ok} of outputs within ${TAU_MS} ms`);
 
