@@ -208,6 +208,23 @@ export class TaskManager {
     return n;
   }
 
+  /**
+   * The worker's periodic tick, per task: processing-time timers and idleness moves, the
+   * multi-input drain (`drain`, unless a checkpoint or an async stage is backlogged), and a
+   * checkpoint once one is due.
+   */
+  tick(drain: (t: Task) => void): void {
+    for (const t of this.#tasks.values()) {
+      try {
+        t.tick();
+        if (!t.checkpointBacklogged && !t.async.backlogged) drain(t);
+      } catch (e) {
+        this.#d.taskFailed(t, e);
+      }
+      if (t.state === 'running' && t.hasPending && t.checkpointDue) void this.checkpoint(t);
+    }
+  }
+
   /** Drops a task from this worker's books (it is closed by the caller). */
   #forget(t: Task): void {
     const { appId, metrics } = this.#d;

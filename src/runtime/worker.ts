@@ -317,15 +317,7 @@ export class Worker {
 
   #checkpointDue(): void {
     this.#inputRate.tick();
-    for (const t of this.#manager.tasks.values()) {
-      try {
-        t.tick();
-        if (!t.checkpointBacklogged && !t.async.backlogged) this.#syncs.drain(t, Date.now());
-      } catch (e) {
-        this.#taskFailed(t, e);
-      }
-      if (t.state === 'running' && t.hasPending && t.checkpointDue) void this.#manager.checkpoint(t);
-    }
+    this.#manager.tick((t) => this.#syncs.drain(t, Date.now()));
   }
 
   /** The `fail` policy fails the worker; a fault of Sluice or the machine resets the task. */
