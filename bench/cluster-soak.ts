@@ -24,67 +24,42 @@
  * The result is printed and appended to bench/results/cluster-soak-<YYYY-MM-DD>.md; exit code 1
  * when the output is not exact.
  */
-import { appendFileSync, existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { signalGroup, waitForExit } from '../src/dev/broker-process.js';
 import { type LocalKafka, startLocalKafka, stopLocalKafka } from '../src/dev/local-kafka.js';
-import { readCommittedWithJava } from './java-reader.js';
+import { jobTopics, partitionArrivals, withAdmin } from '../test/helpers/kafka.js';
+import { allTasksRunning, exactlyOnceArgs } from '../test/helpers/workers.js';
+import {
+  eventLog,
+  pacedInput,
+  parseSoakOptions,
+  quantile,
+  report,
+  runSoak,
+  sleep,
+  verdictBullet,
+  verdictLine,
+  verifyRunningSums,
+  workerSlots,
+} from './lib/soak-harness.js';
 
-const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const SESSION_MS = 10_000;
-
-interface Options {
-  minutes: number;
-  rate: number;
-  keys: number;
-  every: number;
-  kafkaPort: number;
-  write: boolean;
-}
-
-function parseOptions(argv: string[]): Options {
-  const o: Options = { minutes: 30, rate: 300, keys: 1000, every: 20, kafkaPort: 39800, write: true };
-  for (let i = 0; i < argv.length; i++) {
-    const flag = argv[i]!;
-    const num = () => {
-      const v = Number(argv[++i]);
-      if (!Number.isFinite(v) || v <= 0) throw new Error(`${flag} expects a positive number`);
-      return v;
-    };
-    if (flag === '--minutes') o.minutes = num();
-    else if (flag === '--rate') o.rate = num();
-    else if (flag === '--keys') o.keys = Math.floor(num());
-    else if (flag === '--every') o.every = num();
-    else if (flag === '--kafka-port') o.kafkaPort = Math.floor(num());
-    else if (flag === '--no-write') o.write = false;
-    else throw new Error(`unknown option ${flag}`);
-  }
-  return o;
-}
-
-const t0 = Date.now();
-const elapsed = () => ((Date.now() - t0) / 1000).toFixed(0);
-const log: string[] = [];
-function note(msg: string): void {
-  const line = `+${elapsed()}s ${msg}`;
-  log.push(line);
-  process.stderr.write(`[cluster-soak] ${line}\n`);
-}
 
 type Kind = 'worker-restart' | 'worker-kill' | 'worker-pause' | 'broker-restart' | 'broker-kill';
 const CYCLE: Kind[] = ['worker-restart', 'worker-kill', 'broker-restart', 'worker-pause', 'broker-kill'];
 
-/** The value at quantile q of sorted numbers. */
-function quantile(sorted: number[], q: number): number {
-  if (sorted.length === 0) return 0;
-  return sorted[Math.min(sorted.length - 1, Math.ceil(q * sorted.length) - 1)]!;
-}
-
 async function main(): Promise<number> {
-  const o = parseOptions(process.argv.slice(2));
+  const o = parseSoakOptions(process.argv.slice(2), {
+    minutes: 30,
+    rate: 300,
+    keys: 1000,
+    every: 20,
+    kafkaPort: 39800,
+    write: true,
+  });
+  const { t0, note, lines: log } = eventLog('cluster-soak');
   const dataDir = mkdtempSync(join(tmpdir(), 'sluice-cluster-soak-'));
   const launcherEnv = { ...process.env, KAFKA_BROKERS: '' };
   let kafka: LocalKafka;
@@ -97,39 +72,17 @@ async function main(): Promise<number> {
       heapMb: 512,
       log: (m) => note(m),
     });
+    // The test helpers read KAFKA_BROKERS when first used: the cluster's, from here on.
     process.env.KAFKA_BROKERS = kafka.brokers.join(',');
   };
   await startCluster();
-  // The helpers read KAFKA_BROKERS when first used: import them only now.
-  const { jobTopics, testKafka, uniqueName, withAdmin } = await import('../test/helpers/kafka.js');
-  const { spawnWorker, allTasksRunning } = await import('../test/helpers/workers.js');
-  type W = ReturnType<typeof spawnWorker>;
-  const stateDirs: string[] = [];
-  const workers: W[] = [];
   let exitCode = 1;
-  const arrivals = new Map<number, number[]>();
-  const clock = testKafka().consumer({ groupId: uniqueName('soak-clock'), maxWaitTimeInMs: 100 });
+  let slots: ReturnType<typeof workerSlots> | undefined;
+  let clock: Awaited<ReturnType<typeof partitionArrivals>> | undefined;
   try {
     const { input, output, env } = await jobTopics('cluster-soak', 6);
-    const args = [
-      '--processing.guarantee',
-      'exactly_once',
-      // info: the helpers read the worker's HTTP address from its start-up line.
-      '--log-level',
-      'info',
-      '--kafka.sessionTimeoutMs',
-      String(SESSION_MS),
-      '--kafka.heartbeatIntervalMs',
-      '1000',
-    ];
-    const spawn = (i: number) => {
-      const w = spawnWorker('running-sum', { name: `w${i}`, stateDir: stateDirs[i]!, env, args });
-      workers[i] = w;
-      w.exited.then((c) => {
-        if (c !== 'SIGKILL' && c !== 0 && c !== 'SIGTERM' && workers[i] === w)
-          note(`w${i} exited by itself (${c})`);
-      });
-    };
+    slots = workerSlots({ n: 3, prefix: 'cluster-soak', env, args: exactlyOnceArgs(SESSION_MS), note });
+    const { workers, spawn } = slots;
     const ready = async (i: number, timeoutMs = 120_000) => {
       const until = Date.now() + timeoutMs;
       while (Date.now() < until) {
@@ -139,76 +92,12 @@ async function main(): Promise<number> {
       note(`w${i} not ready after ${timeoutMs} ms`);
       return false;
     };
-    for (let i = 0; i < 3; i++) {
-      stateDirs.push(mkdtempSync(join(tmpdir(), `sluice-cluster-soak-${i}-`)));
-      spawn(i);
-    }
-    await clock.connect();
-    await clock.subscribe({ topic: output, fromBeginning: true });
-    await clock.run({
-      eachBatch: async ({ batch }) => {
-        if (batch.messages.length === 0) return;
-        let l = arrivals.get(batch.partition);
-        if (!l) arrivals.set(batch.partition, (l = []));
-        l.push(Date.now());
-      },
-    });
+    clock = await partitionArrivals(output);
+    const arrivals = clock.arrivals;
     note(
       `cluster at ${kafka!.brokers.join(',')}, 3 workers, ${o.rate} records/s over ${o.keys} keys, ${o.minutes} min`,
     );
-
-    // Paced idempotent producer with long retries (a leader election takes seconds). The verifier
-    // takes its expectations from the input topic as stored, so a send retried by hand that did
-    // land twice is one more input record, not a false alarm.
-    let producing = true;
-    let produced = 0;
-    let sendErrors = 0;
-    let seq = 0;
-    const producerDone = (async () => {
-      const newProducer = async () => {
-        const made = testKafka().producer({
-          idempotent: true,
-          maxInFlightRequests: 1,
-          retry: { retries: 40, initialRetryTime: 300, maxRetryTime: 3000 },
-        });
-        await made.connect();
-        return made;
-      };
-      let p = await newProducer();
-      const started = Date.now();
-      let rnd = 12345;
-      const next = () => {
-        rnd = (Math.imul(rnd, 1103515245) + 12345) >>> 0;
-        return rnd / 4294967296;
-      };
-      while (producing) {
-        const batch = Math.max(1, Math.floor(o.rate / 10));
-        const messages = [];
-        for (let i = 0; i < batch; i++) {
-          const k = `k${Math.floor(next() * o.keys)}`;
-          messages.push({ key: k, value: JSON.stringify({ k, v: 1 + Math.floor(next() * 9), seq: seq++ }) });
-        }
-        for (let attempt = 1; ; attempt++) {
-          try {
-            await p.send({ topic: input, acks: -1, messages });
-            produced += messages.length;
-            break;
-          } catch (e) {
-            sendErrors++;
-            // kafkajs's idempotent producer does not recover from some errors after a leader
-            // change (OUT_OF_ORDER_SEQUENCE_NUMBER on every later send): start a new one.
-            note(`input send failed (${(e as Error).message}); retrying with a new producer`);
-            await p.disconnect().catch(() => undefined);
-            await sleep(1000);
-            p = await newProducer().catch(() => p);
-            if (attempt >= 5) break;
-          }
-        }
-        const due = started + (produced / o.rate) * 1000;
-        if (due > Date.now()) await sleep(due - Date.now());
-      }
-      await p.disconnect().catch(() => undefined);
-    })();
+    const feed = pacedInput({ topic: input, rate: o.rate, keys: o.keys, note });
 
     const nodePid = (id: number) => kafka!.nodes.find((n) => n.nodeId === id)?.pid ?? 0;
     const underReplicated = () =>
@@ -302,50 +191,13 @@ async function main(): Promise<number> {
       await sleep(o.every * 1000);
     }
     while (Date.now() < end) await sleep(1000);
-    producing = false;
-    await producerDone;
+    await feed.stop();
     const stoppedAt = Date.now();
-    note(`input stopped: ${produced} records sent (${sendErrors} failed sends)`);
+    note(`input stopped: ${feed.state.produced} records sent (${feed.state.sendErrors} failed sends)`);
 
     // Verify with Kafka's own consumer (read_committed): expectations from the input as stored.
-    const brokers = kafka!.brokers.join(',');
-    const inRecords = await readCommittedWithJava(brokers, input, { withValues: true });
-    inRecords.sort((a, b) => a.partition - b.partition || a.offset - b.offset);
-    const expected = new Map<string, number[]>();
-    for (const r of inRecords) {
-      const v = JSON.parse(r.value) as { k: string; v: number };
-      let l = expected.get(v.k);
-      if (!l) expected.set(v.k, (l = []));
-      l.push((l[l.length - 1] ?? 0) + v.v);
-    }
-    let out = await readCommittedWithJava(brokers, output, { withValues: true });
-    const catchUpUntil = Date.now() + 600_000;
-    while (out.length < inRecords.length && Date.now() < catchUpUntil) {
-      await sleep(5000);
-      out = await readCommittedWithJava(brokers, output, { withValues: true });
-    }
-    const catchUp = (Date.now() - stoppedAt) / 1000;
-    out.sort((a, b) => a.partition - b.partition || a.offset - b.offset);
-    const got = new Map<string, number[]>();
-    for (const r of out) {
-      const v = JSON.parse(r.value) as { k: string; sum: number };
-      let l = got.get(v.k);
-      if (!l) got.set(v.k, (l = []));
-      l.push(v.sum);
-    }
-    const problems: string[] = [];
-    for (const [k, sums] of expected) {
-      const g = got.get(k) ?? [];
-      if (g.length !== sums.length || g.some((x, i) => x !== sums[i])) {
-        const i = g.findIndex((x, j) => x !== sums[j]);
-        problems.push(`key ${k}: ${g.length} outputs for ${sums.length} inputs, first difference at #${i}`);
-      }
-    }
-    for (const k of got.keys()) if (!expected.has(k)) problems.push(`key ${k}: output without input`);
-    const exact = problems.length === 0 && out.length === inRecords.length;
-    note(
-      `verifier: ${inRecords.length} input records, ${out.length} output records, ${expected.size} keys: ${exact ? 'EXACT' : `NOT EXACT (${problems.length} keys differ)`}`,
-    );
+    const v = await verifyRunningSums(kafka!.brokers.join(','), input, output, 600_000);
+    note(verdictLine(v));
 
     // Gaps per kind of event: inter-arrival times on every output partition within each window.
     const gapsIn = (from: number, to: number) => {
@@ -381,13 +233,13 @@ async function main(): Promise<number> {
     }
     const minutes = (Date.now() - t0) / 60_000;
     const md = [
-      `## Cluster soak ${new Date().toISOString()}: ${exact ? 'exact' : 'NOT EXACT'}`,
+      `## Cluster soak ${new Date().toISOString()}: ${v.exact ? 'exact' : 'NOT EXACT'}`,
       '',
       `- command: \`node dist/bench/cluster-soak.js ${process.argv.slice(2).join(' ')}\``,
       `- ran ${minutes.toFixed(1)} min in all (cluster start, ${o.minutes} min of input and events from when all workers were ready, then catch-up and verification); node ${process.version}, ${cpus().length} CPUs shared with other jobs`,
       `- local KRaft cluster of 3 nodes (broker+controller each, RF 3, min ISR 2); running-sum job, exactly_once, 3 static-member workers (session ${SESSION_MS} ms), 6 input partitions, ${o.rate} records/s over ${o.keys} keys`,
-      `- input: ${inRecords.length.toLocaleString('en')} records (${sendErrors} failed sends); output: ${out.length.toLocaleString('en')} records; catch-up after the input stopped: ${catchUp.toFixed(0)} s`,
-      `- verifier (Kafka's console consumer, read_committed): ${exact ? 'every key’s output is exactly its running sums, in order, once' : problems.slice(0, 10).join('; ')}`,
+      `- input: ${v.inputs.toLocaleString('en')} records (${feed.state.sendErrors} failed sends); output: ${v.outputs.toLocaleString('en')} records; catch-up after the input stopped: ${((Date.now() - stoppedAt) / 1000).toFixed(0)} s (to the verifier's last read: ${v.catchUpS.toFixed(0)} s)`,
+      verdictBullet(v),
       '',
       'Output gaps (ms) between records arriving on an output partition, from the start of each event to the start of the next (the reader is a kafkajs read_committed consumer; during broker events its own fetches fail over too):',
       '',
@@ -403,40 +255,22 @@ async function main(): Promise<number> {
       '</details>',
       '',
     ].join('\n');
-    process.stdout.write(`${md}\n`);
-    if (o.write) {
-      const dir = join(root, 'bench/results');
-      if (!existsSync(dir)) mkdirSync(dir, { recursive: true });
-      const file = join(dir, `cluster-soak-${new Date().toISOString().slice(0, 10)}.md`);
-      if (!existsSync(file))
-        appendFileSync(file, '# Sluice rolling-restart soak on a 3-node cluster (bench/cluster-soak.ts)\n\n');
-      appendFileSync(file, `${md}\n`);
-      process.stderr.write(`written to ${file}\n`);
-    }
-    if (!exact)
-      for (const w of workers)
-        process.stderr.write(
-          `--- ${w.name}\n${w.logs
-            .filter((l) => !l.includes('"component":"kafkajs"'))
-            .slice(-30)
-            .join('\n')}\n`,
-        );
-    exitCode = exact ? 0 : 1;
+    report({
+      name: 'cluster-soak',
+      title: 'Sluice rolling-restart soak on a 3-node cluster (bench/cluster-soak.ts)',
+      md,
+      write: o.write,
+      exact: v.exact,
+      workers,
+    });
+    exitCode = v.exact ? 0 : 1;
   } finally {
-    await clock.disconnect().catch(() => undefined);
-    for (const w of workers) w.child.kill('SIGCONT');
-    await Promise.all(workers.map((w) => w.kill('SIGKILL')));
-    for (const d of stateDirs) rmSync(d, { recursive: true, force: true });
+    await clock?.stop().catch(() => undefined);
+    await slots?.cleanup();
     await stopLocalKafka({ port: o.kafkaPort, dataDir, env: launcherEnv }).catch(() => undefined);
     rmSync(dataDir, { recursive: true, force: true });
   }
   return exitCode;
 }
 
-main().then(
-  (code) => process.exit(code),
-  (e) => {
-    process.stderr.write(`${e?.stack ?? e}\n`);
-    process.exit(1);
-  },
-);
+runSoak(main);

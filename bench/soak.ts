@@ -21,55 +21,34 @@
  * The result is printed and appended to bench/results/soak-<YYYY-MM-DD>.md; exit code 1 when the
  * output is not exact.
  */
-import { appendFileSync, existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { localKafkaStatus, startLocalKafka, stopLocalKafka } from '../src/dev/local-kafka.js';
-
-const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-interface Options {
-  minutes: number;
-  rate: number;
-  keys: number;
-  every: number;
-  kafkaPort: number;
-  write: boolean;
-}
-
-function parseOptions(argv: string[]): Options {
-  const o: Options = { minutes: 30, rate: 300, keys: 1000, every: 45, kafkaPort: 39796, write: true };
-  for (let i = 0; i < argv.length; i++) {
-    const flag = argv[i]!;
-    const num = () => {
-      const v = Number(argv[++i]);
-      if (!Number.isFinite(v) || v <= 0) throw new Error(`${flag} expects a positive number`);
-      return v;
-    };
-    if (flag === '--minutes') o.minutes = num();
-    else if (flag === '--rate') o.rate = num();
-    else if (flag === '--keys') o.keys = Math.floor(num());
-    else if (flag === '--every') o.every = num();
-    else if (flag === '--kafka-port') o.kafkaPort = Math.floor(num());
-    else if (flag === '--no-write') o.write = false;
-    else throw new Error(`unknown option ${flag}`);
-  }
-  return o;
-}
-
-const t0 = Date.now();
-const elapsed = () => ((Date.now() - t0) / 1000).toFixed(0);
-const events: string[] = [];
-function note(msg: string): void {
-  const line = `+${elapsed()}s ${msg}`;
-  events.push(line);
-  process.stderr.write(`[soak] ${line}\n`);
-}
+import { jobTopics } from '../test/helpers/kafka.js';
+import {
+  eventLog,
+  pacedInput,
+  parseSoakOptions,
+  report,
+  runSoak,
+  sleep,
+  verdictBullet,
+  verdictLine,
+  verifyRunningSums,
+  workerSlots,
+} from './lib/soak-harness.js';
 
 async function main(): Promise<number> {
-  const o = parseOptions(process.argv.slice(2));
+  const o = parseSoakOptions(process.argv.slice(2), {
+    minutes: 30,
+    rate: 300,
+    keys: 1000,
+    every: 45,
+    kafkaPort: 39796,
+    write: true,
+  });
+  const { t0, note, lines: events } = eventLog('soak');
   const dataDir = mkdtempSync(join(tmpdir(), 'sluice-soak-kafka-'));
   const launcherEnv = { ...process.env, KAFKA_BROKERS: '' };
   const startBroker = async () => {
@@ -79,16 +58,12 @@ async function main(): Promise<number> {
       env: launcherEnv,
       readyTimeoutMs: 180_000,
     });
+    // The test helpers read KAFKA_BROKERS when first used: this broker's, from here on.
     process.env.KAFKA_BROKERS = k.brokers.join(',');
   };
   await startBroker();
-  // The helpers read KAFKA_BROKERS when first used: import them only now.
-  const { jobTopics, readAll, testKafka } = await import('../test/helpers/kafka.js');
-  const { spawnWorker } = await import('../test/helpers/workers.js');
-  type W = ReturnType<typeof spawnWorker>;
-  const stateDirs: string[] = [];
-  const workers: Array<W | undefined> = [];
   let exitCode = 1;
+  let slots: ReturnType<typeof workerSlots> | undefined;
   try {
     const { input, output, env } = await jobTopics('soak', 6);
     const args = [
@@ -99,71 +74,14 @@ async function main(): Promise<number> {
       '--kafka.sessionTimeoutMs',
       '10000',
     ];
-    const spawn = (i: number) => {
-      workers[i] = spawnWorker('running-sum', { name: `w${i}`, stateDir: stateDirs[i]!, env, args });
-      workers[i]!.exited.then((c) => {
-        if (c !== 'SIGKILL' && c !== 0 && c !== 'SIGTERM') note(`w${i} exited by itself (${c})`);
-      });
-    };
-    for (let i = 0; i < 3; i++) {
-      stateDirs.push(mkdtempSync(join(tmpdir(), `sluice-soak-${i}-`)));
-      spawn(i);
-    }
+    slots = workerSlots({ n: 3, prefix: 'soak', env, args, note });
+    const { workers, stateDirs, spawn } = slots;
     note(
       `broker at ${process.env.KAFKA_BROKERS}, 3 workers, ${o.rate} records/s over ${o.keys} keys, ${o.minutes} min`,
     );
-
-    // Paced producer: pauses around the planned broker restart; a send that fails is retried
-    // after a pause (the verifier derives expectations from the input topic, so a duplicate
-    // written by such a retry is simply one more input record).
-    let producing = true;
+    // Paced input, paused around the planned broker restart.
     let paused = false;
-    let produced = 0;
-    let sendErrors = 0;
-    let seq = 0;
-    const producerDone = (async () => {
-      const p = testKafka().producer({
-        idempotent: true,
-        maxInFlightRequests: 1,
-        allowAutoTopicCreation: false,
-      });
-      await p.connect();
-      const started = Date.now();
-      let rnd = 12345;
-      const next = () => {
-        rnd = (Math.imul(rnd, 1103515245) + 12345) >>> 0;
-        return rnd / 4294967296;
-      };
-      while (producing) {
-        if (paused) {
-          await sleep(200);
-          continue;
-        }
-        const batch = Math.max(1, Math.floor(o.rate / 10));
-        const messages = [];
-        for (let i = 0; i < batch; i++) {
-          const k = `k${Math.floor(next() * o.keys)}`;
-          messages.push({ key: k, value: JSON.stringify({ k, v: 1 + Math.floor(next() * 9), seq: seq++ }) });
-        }
-        try {
-          await p.send({ topic: input, acks: -1, messages });
-          produced += messages.length;
-        } catch (e) {
-          sendErrors++;
-          note(`input send failed (${(e as Error).message}); retrying the batch`);
-          await sleep(1000);
-          try {
-            await p.send({ topic: input, acks: -1, messages });
-            produced += messages.length;
-          } catch {
-            // Given up: the verifier reads what really is in the input topic.
-          }
-        }
-        const due = started + (produced / o.rate) * 1000;
-        if (due > Date.now()) await sleep(due - Date.now());
-      }
-      await p.disconnect().catch(() => undefined);
-    })();
+    const feed = pacedInput({ topic: input, rate: o.rate, keys: o.keys, note, paused: () => paused });
 
     // Chaos.
     const end = t0 + o.minutes * 60_000;
@@ -221,54 +139,22 @@ async function main(): Promise<number> {
       note(`scale 2 → 3: w${scaledDown} started again`);
     }
     while (Date.now() < end) await sleep(1000);
-    producing = false;
-    await producerDone;
-    note(`input stopped: ${produced} records sent (${sendErrors} send errors)`);
+    await feed.stop();
+    note(`input stopped: ${feed.state.produced} records sent (${feed.state.sendErrors} send errors)`);
 
     // Verify: expectations from the input topic as stored, then the output must match exactly.
-    const inRecords = await readAll(input, { expected: produced, timeoutMs: 300_000, settleMs: 5000 });
-    inRecords.sort((a, b) => a.partition - b.partition || Number(BigInt(a.offset) - BigInt(b.offset)));
-    const expected = new Map<string, number[]>();
-    for (const r of inRecords) {
-      const v = JSON.parse(r.value!) as { k: string; v: number };
-      let l = expected.get(v.k);
-      if (!l) expected.set(v.k, (l = []));
-      l.push((l[l.length - 1] ?? 0) + v.v);
-    }
-    const catchUpStart = Date.now();
-    const out = await readAll(output, { expected: inRecords.length, timeoutMs: 900_000, settleMs: 10_000 });
-    const catchUp = (Date.now() - catchUpStart) / 1000;
-    out.sort((a, b) => a.partition - b.partition || Number(BigInt(a.offset) - BigInt(b.offset)));
-    const got = new Map<string, number[]>();
-    for (const r of out) {
-      const v = JSON.parse(r.value!) as { k: string; sum: number };
-      let l = got.get(v.k);
-      if (!l) got.set(v.k, (l = []));
-      l.push(v.sum);
-    }
-    const problems: string[] = [];
-    for (const [k, sums] of expected) {
-      const g = got.get(k) ?? [];
-      if (g.length !== sums.length || g.some((x, i) => x !== sums[i])) {
-        const i = g.findIndex((x, j) => x !== sums[j]);
-        problems.push(`key ${k}: ${g.length} outputs for ${sums.length} inputs, first difference at #${i}`);
-      }
-    }
-    for (const k of got.keys()) if (!expected.has(k)) problems.push(`key ${k}: output without input`);
-    const exact = problems.length === 0 && out.length === inRecords.length;
-    note(
-      `verifier: ${inRecords.length} input records, ${out.length} output records, ${expected.size} keys: ${exact ? 'EXACT' : `NOT EXACT (${problems.length} keys differ)`}`,
-    );
+    const v = await verifyRunningSums(process.env.KAFKA_BROKERS!, input, output, 900_000);
+    note(verdictLine(v));
     const minutes = (Date.now() - t0) / 60_000;
     const md = [
-      `## Soak ${new Date().toISOString()}: ${exact ? 'exact' : 'NOT EXACT'}`,
+      `## Soak ${new Date().toISOString()}: ${v.exact ? 'exact' : 'NOT EXACT'}`,
       '',
       `- command: \`node dist/bench/soak.js ${process.argv.slice(2).join(' ')}\``,
       `- ran ${minutes.toFixed(1)} min in all (${o.minutes} min of input and chaos, then catch-up and verification); node ${process.version}, ${cpus().length} CPUs shared with other jobs`,
       `- running-sum job, exactly_once, 3 workers, 6 input partitions, ${o.rate} records/s over ${o.keys} keys`,
       `- chaos: ${counts.sigkill} SIGKILLs (${counts.wiped} with the state folder deleted), ${counts.scaleDown} scale-downs 3 → 2 and ${counts.scaleUp} scale-ups 2 → 3, ${counts.brokerRestarts} broker restart (SIGKILL, ~10 s down)`,
-      `- input: ${inRecords.length.toLocaleString('en')} records (${sendErrors} failed sends retried); output: ${out.length.toLocaleString('en')} records; catch-up after the input stopped: ${catchUp.toFixed(0)} s (includes the 10 s settle of the reader)`,
-      `- verifier: ${exact ? 'every key’s output is exactly its running sums, in order, once' : problems.slice(0, 10).join('; ')}`,
+      `- input: ${v.inputs.toLocaleString('en')} records (${feed.state.sendErrors} failed sends retried); output: ${v.outputs.toLocaleString('en')} records; catch-up after the input stopped: ${v.catchUpS.toFixed(0)} s`,
+      verdictBullet(v),
       '',
       '<details><summary>events</summary>',
       '',
@@ -278,31 +164,21 @@ async function main(): Promise<number> {
       '</details>',
       '',
     ].join('\n');
-    process.stdout.write(`${md}\n`);
-    if (o.write) {
-      const dir = join(root, 'bench/results');
-      if (!existsSync(dir)) mkdirSync(dir, { recursive: true });
-      const file = join(dir, `soak-${new Date().toISOString().slice(0, 10)}.md`);
-      if (!existsSync(file)) appendFileSync(file, '# Sluice soak (bench/soak.ts)\n\n');
-      appendFileSync(file, `${md}\n`);
-      process.stderr.write(`written to ${file}\n`);
-    }
-    if (!exact)
-      for (const w of workers) process.stderr.write(`--- ${w?.name}\n${w?.logs.slice(-30).join('\n')}\n`);
-    exitCode = exact ? 0 : 1;
+    report({
+      name: 'soak',
+      title: 'Sluice soak (bench/soak.ts)',
+      md,
+      write: o.write,
+      exact: v.exact,
+      workers,
+    });
+    exitCode = v.exact ? 0 : 1;
   } finally {
-    await Promise.all(workers.map((w) => w?.kill('SIGKILL')));
-    for (const d of stateDirs) rmSync(d, { recursive: true, force: true });
+    await slots?.cleanup();
     await stopLocalKafka({ port: o.kafkaPort, dataDir, env: launcherEnv }).catch(() => undefined);
     rmSync(dataDir, { recursive: true, force: true });
   }
   return exitCode;
 }
 
-main().then(
-  (code) => process.exit(code),
-  (e) => {
-    process.stderr.write(`${e?.stack ?? e}\n`);
-    process.exit(1);
-  },
-);
+runSoak(main);

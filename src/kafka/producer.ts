@@ -127,6 +127,21 @@ export class PlainProducer {
 }
 
 /**
+ * CONCURRENT_TRANSACTIONS (51): the transaction coordinator is still completing a state change of
+ * this transactional id (appending the last AddPartitionsToTxn, or the previous transaction's
+ * commit markers, to its replicated log: longer on a 3-node cluster, where each append waits for
+ * the in-sync replicas). The Java producer sends the request again after a backoff.
+ */
+export function isConcurrentTransactions(e: unknown): boolean {
+  return someInChain(e, (x) => x.type === 'CONCURRENT_TRANSACTIONS' || x.code === 51);
+}
+
+/** Tries of sendOffsets that meet CONCURRENT_TRANSACTIONS (backoff 40 ms doubling to 1 s: ~10 s). */
+const OFFSETS_ATTEMPTS = 15;
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+/**
  * A transactional producer owned by one task. One checkpoint = one transaction:
  * outputs and changelog records, then the input offsets, then commit.
  */
@@ -197,12 +212,18 @@ export class TransactionalProducer {
           if (!l) byTopic.set(o.topic, (l = []));
           l.push({ partition: o.partition, offset: o.offset, metadata: o.metadata ?? null });
         }
-        await step(
-          tx.sendOffsets({
-            consumerGroupId: offsets.groupId,
-            topics: [...byTopic].map(([topic, partitions]) => ({ topic, partitions })),
-          }),
-        );
+        const topics = [...byTopic].map(([topic, partitions]) => ({ topic, partitions }));
+        // kafkajs retries CONCURRENT_TRANSACTIONS on AddPartitionsToTxn but not on the
+        // AddOffsetsToTxn of sendOffsets: it failed the checkpoint and reset the task.
+        for (let attempt = 1; ; attempt++) {
+          try {
+            await step(tx.sendOffsets({ consumerGroupId: offsets.groupId, topics }));
+            break;
+          } catch (e) {
+            if (!isConcurrentTransactions(e) || attempt >= OFFSETS_ATTEMPTS) throw e;
+            await step(sleep(Math.min(1000, 20 * 2 ** attempt)));
+          }
+        }
       }
       await step(tx.commit());
       return written;

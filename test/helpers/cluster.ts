@@ -2,6 +2,7 @@ import { readFileSync, rmSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { after, before } from 'node:test';
 import { portInUse, signalGroup, waitForExit } from '../../src/dev/broker-process.js';
 import { runFiles } from '../../src/dev/kafka-config.js';
 import {
@@ -159,4 +160,36 @@ export async function startProxiedCluster(): Promise<{
   const proxies = proxyPorts.map((p, i) => new TcpProxy(p, listenerPorts[i]!));
   for (const p of proxies) await p.heal();
   return { cluster, proxies, proxiedBrokers: proxyPorts.map((p) => `127.0.0.1:${p}`) };
+}
+
+/**
+ * The cluster of this test file: started before its tests (up to 4 minutes), stopped after them.
+ * Call at the top level; the getter returns it once the tests run.
+ */
+export function fileCluster(): () => TestCluster {
+  let cluster: TestCluster | undefined;
+  before(
+    async () => {
+      cluster = await startTestCluster();
+    },
+    { timeout: 240_000 },
+  );
+  after(() => cluster?.stop());
+  return () => cluster!;
+}
+
+/** Like {@link fileCluster}, the proxied cluster of this test file (its proxies cut at the end). */
+export function fileProxiedCluster(): () => Awaited<ReturnType<typeof startProxiedCluster>> {
+  let c: Awaited<ReturnType<typeof startProxiedCluster>> | undefined;
+  before(
+    async () => {
+      c = await startProxiedCluster();
+    },
+    { timeout: 240_000 },
+  );
+  after(async () => {
+    for (const p of c?.proxies ?? []) await p.cut();
+    await c?.cluster.stop();
+  });
+  return () => c!;
 }

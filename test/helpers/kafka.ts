@@ -201,3 +201,28 @@ export async function arrivalClock(topic: string) {
   });
   return { arrived, stop: () => c.disconnect() };
 }
+
+/**
+ * A read_committed reader that notes when each partition of `topic` received records (one time
+ * per non-empty batch), for output gaps and for "has this partition moved on since t".
+ */
+export async function partitionArrivals(topic: string) {
+  const arrivals = new Map<number, number[]>();
+  const c = testKafka().consumer({ groupId: uniqueName('clock'), maxWaitTimeInMs: 100 });
+  await c.connect();
+  await c.subscribe({ topic, fromBeginning: true });
+  await c.run({
+    eachBatch: async ({ batch }) => {
+      if (batch.messages.length === 0) return;
+      let l = arrivals.get(batch.partition);
+      if (!l) arrivals.set(batch.partition, (l = []));
+      l.push(Date.now());
+    },
+  });
+  return {
+    arrivals,
+    /** When `partition` last received records (0: never). */
+    last: (partition: number) => arrivals.get(partition)?.at(-1) ?? 0,
+    stop: () => c.disconnect(),
+  };
+}

@@ -1,6 +1,9 @@
 import assert from 'node:assert/strict';
+import type { TestContext } from 'node:test';
+import { readCommittedWithJava } from '../../bench/java-reader.js';
 import { prng } from '../../examples/load-generator.js';
-import type { ReadRecord, TestRecord } from './kafka.js';
+import { brokers, type ReadRecord, type TestRecord } from './kafka.js';
+import { dumpWorkerLogs, type WorkerProcess } from './workers.js';
 
 /**
  * Input and expectations for the running-sum fixture job (test/fixtures/jobs/running-sum.ts),
@@ -140,4 +143,56 @@ export function describeShortfall(out: ReadRecord[], expected: ReadonlyMap<strin
     `${behind} sums missing at the end of keys that are otherwise exact (by output partition: ${[...partitions].map(([p, n]) => `${p}:${n}`).join(' ') || 'none'}); ` +
     `${wrong} keys differ (by output partition: ${[...wrongPartitions].map(([p, n]) => `${p}:${n}`).join(' ') || 'none'}; ${examples.join('; ') || 'none'}); ${missing} keys absent`
   );
+}
+
+/**
+ * Every committed record of `topic`, read by Kafka's own console consumer (read_committed, not
+ * kafkajs), again every 3 s until there are at least `want` or `timeoutMs` passed.
+ */
+export async function readCommittedUntil(
+  topic: string,
+  want: number,
+  timeoutMs: number,
+): Promise<ReadRecord[]> {
+  let out: ReadRecord[] = [];
+  const t0 = Date.now();
+  for (;;) {
+    const java = await readCommittedWithJava(brokers().join(','), topic, { withValues: true });
+    out = java.map((r) => ({
+      key: null,
+      value: r.value,
+      partition: r.partition,
+      offset: String(r.offset),
+      headers: r.headers,
+    }));
+    if (out.length >= want || Date.now() - t0 >= timeoutMs) return out;
+    await new Promise((r) => setTimeout(r, 3000));
+  }
+}
+
+/**
+ * The check of every running-sum test under faults: the output, read by Kafka's console consumer
+ * (read_committed) until it holds as many records as `input` made (at most `timeoutMs`), must be
+ * exactly the running sums. When it is not, the shortfall, what `diagnose` adds and each worker's
+ * last own log lines go to the test's diagnostics first.
+ */
+export async function assertExactOutput(
+  t: TestContext,
+  opts: {
+    output: string;
+    input: RunningSumInput;
+    workers: readonly WorkerProcess[];
+    timeoutMs: number;
+    diagnose?: (out: ReadRecord[]) => Promise<void> | void;
+  },
+): Promise<ReadRecord[]> {
+  const out = await readCommittedUntil(opts.output, opts.input.count, opts.timeoutMs);
+  if (out.length !== opts.input.count) {
+    t.diagnostic(`${out.length} output records for ${opts.input.count} inputs`);
+    t.diagnostic(describeShortfall(out, opts.input.expected));
+    await opts.diagnose?.(out);
+    dumpWorkerLogs(opts.workers);
+  }
+  assertExactRunningSums(out, opts.input.expected);
+  return out;
 }

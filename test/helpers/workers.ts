@@ -7,7 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { loadConfig } from '../../src/config/load.js';
 import type { SluiceConfig, SluiceConfigInput } from '../../src/config/schema.js';
 import { App, type RunningWorker, startWorker } from '../../src/index.js';
-import { brokers, deleteTopicsMatching, jobTopics } from './kafka.js';
+import { brokers, deleteTopicsMatching, jobTopics, withAdmin } from './kafka.js';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '../../..');
 export const SLUICE_BIN = join(root, 'bin/sluice.js');
@@ -26,7 +26,12 @@ export interface WorkerProcess {
   readonly name: string;
   /** The worker's HTTP base URL, once it printed it. */
   url(): Promise<string>;
+  /** The last lines it logged (at most 5000: older ones are dropped, 1000 at a time). */
   readonly logs: string[];
+  /** A position in its log that stays valid when old lines are dropped (for `logsSince`). */
+  logMark(): number;
+  /** The lines logged since `logMark()` returned `mark` (those still kept). */
+  logsSince(mark: number): string[];
   /** Resolves with the exit code (or signal name). */
   readonly exited: Promise<number | string>;
   kill(signal?: NodeJS.Signals): Promise<number | string>;
@@ -80,6 +85,7 @@ export function spawnWorker(
     resolveUrl = r;
   });
   let buf = '';
+  let dropped = 0;
   const onData = (d: Buffer) => {
     buf += d.toString();
     let i: number;
@@ -87,7 +93,10 @@ export function spawnWorker(
       const line = buf.slice(0, i);
       buf = buf.slice(i + 1);
       logs.push(line);
-      if (logs.length > 5000) logs.splice(0, 1000);
+      if (logs.length > 5000) {
+        logs.splice(0, 1000);
+        dropped += 1000;
+      }
       const m = /metrics at (http:\/\/[^/\s"]+)\/metrics/.exec(line);
       if (m) resolveUrl(m[1]!);
     }
@@ -99,6 +108,8 @@ export function spawnWorker(
     child,
     name,
     logs,
+    logMark: () => dropped + logs.length,
+    logsSince: (mark) => logs.slice(Math.max(0, mark - dropped)),
     exited,
     url: () =>
       Promise.race([
@@ -234,4 +245,125 @@ export async function inProcessApp(t: TestContext, prefix: string, partitions: n
     processing?: SluiceConfigInput['processing'],
   ) => (w = await startWorker(app, inProcessConfig(level, processing)));
   return { ...topics, app, start };
+}
+
+/**
+ * The flags of a worker under test that runs exactly-once with a short session: heartbeats every
+ * second, and info logs (the helpers read its HTTP address and its assignments from them).
+ */
+export function exactlyOnceArgs(sessionTimeoutMs: number): string[] {
+  return [
+    '--processing.guarantee',
+    'exactly_once',
+    '--kafka.sessionTimeoutMs',
+    String(sessionTimeoutMs),
+    '--kafka.heartbeatIntervalMs',
+    '1000',
+    '--log-level',
+    'info',
+  ];
+}
+
+/**
+ * `n` workers of `job` in `group`, named w0, w1, …, each on a fresh state folder `sluice-<prefix>-<i>-…`,
+ * with `env` (or `envOf(i)`, for a worker that must see other brokers) and `args`.
+ */
+export function spawnWorkers(
+  group: { add(w: WorkerProcess): WorkerProcess },
+  n: number,
+  opts: {
+    job?: string;
+    prefix: string;
+    env: Record<string, string>;
+    args: string[];
+    envOf?: (i: number) => Record<string, string>;
+  },
+): WorkerProcess[] {
+  return Array.from({ length: n }, (_, i) =>
+    group.add(
+      spawnWorker(opts.job ?? 'running-sum', {
+        name: `w${i}`,
+        stateDir: mkdtempSync(join(tmpdir(), `sluice-${opts.prefix}-${i}-`)),
+        env: opts.envOf?.(i) ?? opts.env,
+        args: opts.args,
+      }),
+    ),
+  );
+}
+
+/** The lines of a worker's log that are its own (not kafkajs's), for a failing test's output. */
+export function ownLogs(w: WorkerProcess, lines = 40): string[] {
+  return w.logs.filter((l) => !l.includes('"component":"kafkajs"')).slice(-lines);
+}
+
+/** Prints each worker's last own log lines to stderr (a failing test's diagnostics). */
+export function dumpWorkerLogs(workers: readonly WorkerProcess[], lines = 40): void {
+  for (const w of workers) console.error(`--- ${w.name} ---\n${ownLogs(w, lines).join('\n')}`);
+}
+
+/** Whether an assignment log line gives the worker tasks it did not have. */
+export const addsTasks = (line: string): boolean =>
+  line.includes('"msg":"assignment"') && !line.includes('"added":[]');
+
+/** The task ids a worker owns, per its /status. */
+export async function ownedTasks(w: WorkerProcess): Promise<string[]> {
+  return ((await w.status()).tasks as Array<{ id: string }>).map((t) => t.id);
+}
+
+/**
+ * Waits until the group `groupId` is settled: the coordinator says Stable with one member per
+ * worker, every worker runs all of its tasks, and no worker was assigned anything for `quietMs`.
+ * A fault injected during a rebalance tests something else: a member cut off while the group
+ * waits for it to rejoin is dropped only at the rebalance timeout, not at its session timeout.
+ * Returns what changed when on the way, for the diagnostics.
+ */
+export async function waitForStableGroup(
+  groupId: string,
+  workers: readonly WorkerProcess[],
+  opts: { quietMs?: number; timeoutMs?: number } = {},
+): Promise<string> {
+  const { quietMs = 4000, timeoutMs = 120_000 } = opts;
+  const t0 = Date.now();
+  let quietFrom = Date.now();
+  let marks = workers.map((w) => w.logMark());
+  // What changed when, for the diagnostics (a slow settle says what held it up).
+  const changes: string[] = [];
+  let seen = '';
+  for (;;) {
+    const assigned = workers.filter((w, i) =>
+      w.logsSince(marks[i]!).some((l) => l.includes('"msg":"assignment"')),
+    );
+    if (assigned.length > 0) {
+      quietFrom = Date.now();
+      marks = workers.map((w) => w.logMark());
+      changes.push(`${Date.now() - t0} ms: assignment of ${assigned.map((w) => w.name).join(',')}`);
+    }
+    const state = await withAdmin(async (a) => (await a.describeGroups([groupId])).groups[0]).catch(
+      () => undefined,
+    );
+    // Per worker: ok, or what is not running (its state, its tasks that are not, or the error).
+    const views = await Promise.all(
+      workers.map(async (w) => {
+        try {
+          const s = await w.status();
+          const not = (s.tasks as Array<{ id: string; state: string }>).filter((x) => x.state !== 'running');
+          if (s.state === 'running' && s.tasks.length > 0 && not.length === 0) return 'ok';
+          return `${s.state}${s.tasks.length === 0 ? ' no tasks' : ''} ${not.map((x) => `${x.id}:${x.state}`).join(' ')}`.trim();
+        } catch (e) {
+          return `status failed: ${(e as Error).message}`;
+        }
+      }),
+    );
+    const running = views.map((v) => v === 'ok');
+    const now = `group ${state?.state ?? '?'} with ${state?.members.length ?? '?'} members, workers: ${views.join(', ')}`;
+    if (now !== seen) changes.push(`${Date.now() - t0} ms: ${now}`);
+    seen = now;
+    const settled =
+      state?.state === 'Stable' && state.members.length === workers.length && running.every(Boolean);
+    if (!settled) quietFrom = Date.now();
+    else if (Date.now() - quietFrom >= quietMs) return changes.join('; ');
+    if (Date.now() - t0 > timeoutMs)
+      throw new Error(`group not settled after ${timeoutMs} ms: ${changes.join('; ')}`);
+    await new Promise((r) => setTimeout(r, 500));
+  }
 }

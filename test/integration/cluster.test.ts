@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { after, before, test } from 'node:test';
-import { startTestCluster, type TestCluster } from '../helpers/cluster.js';
+import { test } from 'node:test';
+import { fileCluster } from '../helpers/cluster.js';
 import { eventually, jobTopics, produce, readAll, withAdmin } from '../helpers/kafka.js';
 import { assertExactRunningSums, RunningSumInput } from '../helpers/running-sum.js';
 import { SLUICE_BIN, spawnWorker, workerGroup } from '../helpers/workers.js';
@@ -11,14 +11,7 @@ import { SLUICE_BIN, spawnWorker, workerGroup } from '../helpers/workers.js';
  * topics and Sluice's are replicated on all three nodes, `kafka.replicationFactor` overrides that,
  * and `sluice kafka status` lists every node.
  */
-let cluster: TestCluster;
-before(
-  async () => {
-    cluster = await startTestCluster();
-  },
-  { timeout: 240_000 },
-);
-after(() => cluster?.stop());
+const cluster = fileCluster();
 
 /** Replica and ISR counts of every partition of `topics`. */
 async function replication(topics: string[]): Promise<Map<string, Array<{ replicas: number; isr: number }>>> {
@@ -91,7 +84,7 @@ test('sluice kafka status should list every node of the cluster, and stop one no
     delete env.KAFKA_BROKERS;
     const child = spawn(
       process.execPath,
-      [SLUICE_BIN, 'kafka', 'status', '--port', String(cluster.port), '--data-dir', cluster.dataDir],
+      [SLUICE_BIN, 'kafka', 'status', '--port', String(cluster().port), '--data-dir', cluster().dataDir],
       { env, stdio: ['ignore', 'pipe', 'pipe'] },
     );
     let out = '';
@@ -104,16 +97,16 @@ test('sluice kafka status should list every node of the cluster, and stop one no
   const up = await status();
   assert.equal(up.code, 0, up.out);
   for (let id = 1; id <= 3; id++)
-    assert.match(up.out, new RegExp(`node ${id} at ${cluster.address(id)}: pid ${cluster.pid(id)}`));
+    assert.match(up.out, new RegExp(`node ${id} at ${cluster().address(id)}: pid ${cluster().pid(id)}`));
   assert.match(up.out, /cluster of 3 running/);
   const { stopLocalKafka } = await import('../../src/dev/local-kafka.js');
-  assert.equal(await stopLocalKafka({ port: cluster.port, dataDir: cluster.dataDir, node: 3 }), true);
+  assert.equal(await stopLocalKafka({ port: cluster().port, dataDir: cluster().dataDir, node: 3 }), true);
   const down = await status();
   assert.equal(down.code, 3, down.out);
   assert.match(down.out, /node 3 at \S+: not running/);
   assert.match(down.out, /2 of 3 nodes running/);
   // A start finds nodes 1 and 2 running and starts node 3 alone.
-  const k = await cluster.restart();
+  const k = await cluster().restart();
   assert.equal(k.alreadyRunning, false);
   assert.equal(k.nodes.filter((n) => n.pid > 0).length, 3);
   assert.equal((await status()).code, 0);

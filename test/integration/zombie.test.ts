@@ -3,10 +3,15 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { readCommittedWithJava } from '../../bench/java-reader.js';
-import { brokers, jobTopics, produce, type ReadRecord } from '../helpers/kafka.js';
-import { assertExactRunningSums, RunningSumInput, rng } from '../helpers/running-sum.js';
-import { spawnWorker, type WorkerProcess, workerGroup } from '../helpers/workers.js';
+import { jobTopics, produce } from '../helpers/kafka.js';
+import { assertExactOutput, RunningSumInput, rng } from '../helpers/running-sum.js';
+import {
+  addsTasks,
+  exactlyOnceArgs,
+  spawnWorker,
+  type WorkerProcess,
+  workerGroup,
+} from '../helpers/workers.js';
 
 /**
  * Zombies: a worker frozen (SIGSTOP) past its session timeout loses its tasks to the others, and
@@ -37,16 +42,7 @@ test('exactly-once should hold through zombies (SIGSTOP past the session, SIGCON
   const chaos = rng(SEED + 1);
   const { id, input, output, env } = await jobTopics('t-zombie', PARTITIONS);
   const group = workerGroup(t, id);
-  const args = [
-    '--processing.guarantee',
-    'exactly_once',
-    '--kafka.sessionTimeoutMs',
-    String(SESSION_MS),
-    '--kafka.heartbeatIntervalMs',
-    '1000',
-    '--log-level',
-    'info',
-  ];
+  const args = exactlyOnceArgs(SESSION_MS);
   const slots = Array.from({ length: WORKERS }, (_, i) => ({
     name: `w${i}`,
     stateDir: mkdtempSync(join(tmpdir(), `sluice-zombie-${i}-`)),
@@ -90,16 +86,9 @@ test('exactly-once should hold through zombies (SIGSTOP past the session, SIGCON
         // offsets), it still thinks it owns them, with records in hand and maybe a transaction
         // open: the moment a missing fence or a short restore shows.
         const frozenAt = Date.now();
-        const marks = workers.map((o) => o.logs.length);
+        const marks = workers.map((o) => o.logMark());
         w.child.kill('SIGSTOP');
-        const takenOver = () =>
-          workers.some(
-            (o, i) =>
-              o !== w &&
-              o.logs
-                .slice(marks[i])
-                .some((l) => l.includes('"msg":"assignment"') && !l.includes('"added":[]')),
-          );
+        const takenOver = () => workers.some((o, i) => o !== w && o.logsSince(marks[i]!).some(addsTasks));
         while (
           Date.now() - frozenAt < SESSION_MS + 10_000 &&
           !(Date.now() - frozenAt > SESSION_MS && takenOver())
@@ -121,25 +110,8 @@ test('exactly-once should hold through zombies (SIGSTOP past the session, SIGCON
     t.diagnostic(`events: ${done.join(' ')}; ${inputGen.count} records`);
     assert.equal(done.filter((e) => e.includes(':stop')).length, PAUSES);
 
-    // Wait until the output holds every update, read by Kafka's own consumer (read_committed).
-    const want = inputGen.count;
-    let out: ReadRecord[] = [];
-    const t0 = Date.now();
-    while (Date.now() - t0 < 240_000) {
-      const java = await readCommittedWithJava(brokers().join(','), output, { withValues: true });
-      out = java.map((r) => ({
-        key: null,
-        value: r.value,
-        partition: r.partition,
-        offset: String(r.offset),
-        headers: r.headers,
-      }));
-      if (out.length >= want) break;
-      await sleep(3000);
-    }
-    if (out.length !== want)
-      for (const w of workers) console.error(`--- ${w.name} ---\n${w.logs.slice(-40).join('\n')}`);
-    assertExactRunningSums(out, inputGen.expected);
+    // The output must hold every update, read by Kafka's own consumer (read_committed).
+    await assertExactOutput(t, { output, input: inputGen, workers, timeoutMs: 240_000 });
     // The zombies did meet their fence: a thawed worker's checkpoint was refused and its task
     // closed as migrated (else this run proved nothing about zombies).
     const migrated = all.reduce((n, w) => n + w.logs.filter((l) => l.includes('task migrated')).length, 0);
