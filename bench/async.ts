@@ -20,8 +20,9 @@
  *
  * Prints a markdown report and appends it to bench/results/async-<YYYY-MM-DD>.md.
  */
+import { spawn } from 'node:child_process';
 import { appendFileSync, mkdirSync, readFileSync } from 'node:fs';
-import { cpus } from 'node:os';
+import { cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
 import { startEnrichService } from '../test/helpers/enrich-service.js';
 import { createTopics, deleteTopicsMatching, produce, uniqueName } from '../test/helpers/kafka.js';
@@ -81,6 +82,7 @@ async function startWorker(
   env: Record<string, string>,
   concurrency: number,
   url: string,
+  retries = 0,
 ): Promise<WorkerProcess> {
   const w = spawnWorker('async-enrich', {
     name: `c${concurrency}`,
@@ -88,7 +90,7 @@ async function startWorker(
       ...env,
       TEST_SERVICE_URL: url,
       TEST_ASYNC_CONCURRENCY: String(concurrency),
-      TEST_ASYNC_RETRIES: '0',
+      TEST_ASYNC_RETRIES: String(retries),
     },
     args: ['--processing.guarantee', 'exactly_once'],
   });
@@ -107,8 +109,31 @@ async function pace(input: string, gen: RunningSumInput, rate: number, seconds: 
   }
 }
 
-async function throughput(latencyMs: number, concurrency: number) {
-  const service = await startEnrichService({ latencyMs });
+/**
+ * The HTTP client's own ceiling: a bare loop of `fetch` calls (what the job's function does) with
+ * `concurrency` in flight, in a process of its own like the worker, for `seconds`: calls/s.
+ */
+async function bareFetch(url: string, concurrency: number, seconds: number): Promise<number> {
+  const script = `
+    const url = ${JSON.stringify(url)}; const end = performance.now() + ${seconds * 1000}; let n = 0;
+    async function loop(w) { for (let i = 0; performance.now() < end; i++) {
+      const r = await fetch(url + '/enrich?k=k' + w + '&seq=' + i, { signal: new AbortController().signal });
+      await r.json(); n++; } }
+    await Promise.all(Array.from({ length: ${concurrency} }, (_, w) => loop(w)));
+    console.log(n / ${seconds});`;
+  const child = spawn(process.execPath, ['--input-type=module', '-e', script], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  let out = '';
+  child.stdout.on('data', (d: Buffer) => {
+    out += d.toString();
+  });
+  await new Promise((r) => child.once('exit', r));
+  return Number(out.trim());
+}
+
+async function throughput(latencyMs: number, concurrency: number, errorRate = 0) {
+  const service = await startEnrichService({ latencyMs, errorRate });
   const { id, input, output, env } = await job(`b-async-${concurrency}`);
   const bound = (concurrency * TASKS) / (latencyMs / 1000);
   // About 15 s at the bound, at least 4,000 and at most 120,000 records.
@@ -116,7 +141,7 @@ async function throughput(latencyMs: number, concurrency: number) {
   const gen = new RunningSumInput({ seed: concurrency, keys: KEYS });
   await produce(input, gen.next(n));
   const poll = await poller();
-  const w = await startWorker(env, concurrency, service.url);
+  const w = await startWorker(env, concurrency, service.url, errorRate > 0 ? 6 : 0);
   const samples: CommitSample[] = [];
   const t0 = performance.now();
   try {
@@ -128,7 +153,10 @@ async function throughput(latencyMs: number, concurrency: number) {
     }
     const text = await w.metrics();
     const rate = steadyRate(samples, n);
+    await w.kill('SIGTERM');
+    const bare = await bareFetch(service.url, concurrency * TASKS, 10);
     return {
+      bare,
       concurrency,
       records: n,
       rate,
@@ -138,7 +166,7 @@ async function throughput(latencyMs: number, concurrency: number) {
       calls: service.stats.calls,
     };
   } finally {
-    await w.kill('SIGTERM');
+    await w.kill('SIGTERM'); // (already stopped on success)
     await poll.close();
     await service.close();
     await deleteTopicsMatching(id);
@@ -205,7 +233,9 @@ async function main(): Promise<void> {
   const lines: string[] = [
     `## Async operators, ${new Date().toISOString()}`,
     '',
-    `Machine: ${cpus().length} cores (${cpus()[0]?.model ?? '?'}), Node ${process.version}. One worker, ${TASKS} tasks, exactly-once, service latency ${latencyMs} ms.`,
+    `Machine: ${cpus().length} cores (${cpus()[0]?.model ?? '?'}), Node ${process.version}, load average at the start ${loadavg()
+      .map((x) => x.toFixed(1))
+      .join(', ')}. One worker, ${TASKS} tasks, exactly-once, service latency ${latencyMs} ms.`,
     `Command: \`npx tsc -p . && KAFKA_BROKERS=<broker> node dist/bench/async.js ${process.argv.slice(2).join(' ')}\``,
     '',
     '| concurrency | records | steady records/s | bound (c × tasks / latency) | ratio | time in stage p50 / p99 (ms) |',
@@ -226,6 +256,12 @@ async function main(): Promise<void> {
   );
   const pacedRate = Math.round((Number.isFinite(at64) ? at64 : 4000) * Number(arg('paced-fraction', '0.5')));
   const p = await paced(latencyMs, pacedRate, Number(arg('paced-seconds', '20')));
+  lines.push(
+    '',
+    `Load average at the end of the throughput runs: ${loadavg()
+      .map((x) => x.toFixed(1))
+      .join(', ')}.`,
+  );
   lines.push(
     '',
     `Added latency at moderate load (concurrency 64, ${p.rate} records/s paced): time in the stage p50 ${p.p50.toFixed(1)} ms, p99 ${p.p99.toFixed(1)} ms (service ${latencyMs} ms).`,
