@@ -130,6 +130,11 @@ test('overload shed mode should keep H·C/λ of the input at 2x capacity, hold p
   }
   const b = await snapshot([w], id, output, p);
   const costB = costTotals();
+  // How the controller charged the out-of-chain work (fit or ratio), for the diagnostics.
+  const loop = await fetch(`${await w.url()}/status`)
+    .then((r) => r.json() as Promise<{ overload?: { outOfChain?: unknown } }>)
+    .then((st) => JSON.stringify(st.overload?.outOfChain ?? null))
+    .catch((e: unknown) => `unavailable (${String(e)})`);
   const C = caps.reduce((x, y) => x + y, 0) / caps.length;
   const realLambda = ((b.sent - a.sent) * 1000) / (b.at - a.at);
   // Kept fraction = records kept / records processed in the window (≈ those that arrived in it).
@@ -167,6 +172,7 @@ test('overload shed mode should keep H·C/λ of the input at 2x capacity, hold p
   t.diagnostic(
     `C_true=${cTrue.toFixed(0)} rec/s, chain ${cChain.toFixed(0)} rec/s, C=${C.toFixed(0)} rec/s (${pct(C / cTrue - 1)}), λ=${realLambda.toFixed(0)} rec/s`,
   );
+  t.diagnostic(`out-of-chain charge: ${loop}`);
   t.diagnostic(
     `kept ${kept.toFixed(3)} vs H·C_true/λ ${expectedTrue.toFixed(3)} (${pct(kept / expectedTrue - 1)}), vs H·C/λ ${expected.toFixed(3)} (${pct(kept / expected - 1)})`,
   );
