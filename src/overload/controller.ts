@@ -3,10 +3,10 @@ import type { SluiceConfig } from '../config/schema.js';
 import type { KafkaAdmin } from '../kafka/admin.js';
 import type { Logger } from '../ops/logger.js';
 import type { WorkerMetrics } from '../ops/metrics.js';
-import { ArrivalRate, Capacity, Ewma } from './estimators.js';
+import { ArrivalRate, Capacity, Ewma, OutOfChainCost } from './estimators.js';
 import type { OperatorCostSampler } from './operator-cost.js';
 import { demand, recommendWorkers, shedFraction, smoothShed, type TaskLoad } from './policy.js';
-import type { TaskShedder } from './shedder.js';
+import type { TaskCounts, TaskShedder } from './shedder.js';
 
 /** What the controller needs of a task (the runtime's Task satisfies it). */
 export interface OverloadTask {
@@ -53,6 +53,17 @@ export interface OverloadStatus {
   shedding: boolean;
   recommendedWorkers: number | null;
   groupDemand: number | null;
+  /**
+   * How C charges the event loop's work outside the operator chains: `fit` the per-record part of
+   * the least-squares split (per ms, per batch, per record; milliseconds), or `ratio` the loop's
+   * active time over the chains' busy time (`overheadFactor`) when the fit is not trustworthy.
+   */
+  outOfChain: {
+    charged: 'fit' | 'ratio';
+    perRecordMs: number | null;
+    perBatchMs: number | null;
+    overheadFactor: number;
+  };
   tasks: Array<{
     id: string;
     arrivalRate: number;
@@ -87,6 +98,7 @@ export class OverloadController {
   #episode: { since: number; shed: number; maxP: number } | undefined;
   #elu: EventLoopUtilization = performance.eventLoopUtilization();
   readonly #opCost = new Map<string, Ewma>();
+  readonly #loopCost = new OutOfChainCost();
 
   constructor(d: OverloadControllerDeps) {
     this.#d = d;
@@ -99,6 +111,7 @@ export class OverloadController {
       shedding: false,
       recommendedWorkers: null,
       groupDemand: null,
+      outOfChain: { charged: 'ratio', perRecordMs: null, perBatchMs: null, overheadFactor: 1 },
       tasks: [],
     };
   }
@@ -169,14 +182,18 @@ export class OverloadController {
     let shedNow = 0;
     const tasks = [...this.#d.tasks()];
     const counted = tasks.map((t) => t.shedder.collect());
-    const overhead = this.#overhead(counted.reduce((a, c) => a + c.busyMs, 0));
+    const loop = this.#outOfChain(counted);
     for (let i = 0; i < tasks.length; i++) {
       const task = tasks[i]!;
       const counts = counted[i]!;
       shedNow += counts.shed;
       let cap = this.#capacity.get(task.id);
       if (!cap) this.#capacity.set(task.id, (cap = new Capacity(config.smoothing)));
-      const capacity = cap.observe(counts.processed, counts.busyMs * overhead);
+      const busyMs =
+        loop.perRecordMs !== undefined
+          ? counts.busyMs + loop.perRecordMs * counts.processed
+          : counts.busyMs * loop.factor;
+      const capacity = cap.observe(counts.processed, busyMs);
       let lambda = 0;
       let lag = 0;
       for (const topic of task.inputTopics) {
@@ -223,6 +240,12 @@ export class OverloadController {
       shedding: this.#p > 0,
       recommendedWorkers: advice?.workers ?? null,
       groupDemand: advice ? round(advice.demand, 4) : null,
+      outOfChain: {
+        charged: loop.perRecordMs !== undefined ? 'fit' : 'ratio',
+        perRecordMs: loop.fit ? round(loop.fit.perRecord, 5) : null,
+        perBatchMs: loop.fit ? round(loop.fit.perBatch, 4) : null,
+        overheadFactor: round(loop.factor, 4),
+      },
       tasks: taskStatus,
     };
   }
@@ -274,25 +297,52 @@ export class OverloadController {
   }
 
   /**
-   * The worker's busy time per millisecond spent inside the tasks' operator chains: the event
-   * loop also fetches, decodes, commits and serves metrics, and the tasks share it. Charging each
-   * task its share of that (DS2's "true processing rate" counts all useful work) makes H·C a rate
-   * the worker can sustain, not just its operators; on a machine loaded by others it also counts
-   * the time the process waited for a core. Below half busy it is 1: the loop's other work is
-   * then mostly polling fetches that cost the same at any load, and charging it to a few records
-   * would make a lightly loaded worker look slow; it is phased in between 50 % and 90 % busy, so
-   * that C does not jump as the load crosses half. Capped at +25 %: beyond that the extra is
-   * mostly per-batch work (fetching and skipping shed records in many small batches) that does not
-   * grow with the kept records, and charging it to them would spiral: more shedding, fewer kept
-   * records to share the overhead, a lower C, more shedding.
+   * What C charges for the event loop's work outside the operator chains (fetching, decoding,
+   * producing, committing, heartbeats, metrics), which the tasks share. DS2's "true processing
+   * rate" counts all useful work, but C must be the rate the worker would sustain saturated, and
+   * only part of that work grows with the records: per-batch work (a fetch round, a checkpoint's
+   * transaction) is large per record when batches are small, as they are when the worker sheds
+   * (the loop keeps 1 − H idle and waits for fetches) or is lightly loaded, and small when it is
+   * saturated and every fetch is full. So each interval's out-of-chain time is fitted over a
+   * sliding window as per interval + per batch + per record (`OutOfChainCost`), and a record is charged
+   * its chain time plus the per-record part.
+   *
+   * Until the window can tell them apart (a steady load from the start: records per interval
+   * about constant), the loop's active time over the chains' busy time is the factor, as before:
+   * 1 below half busy (the loop's other work is then mostly polling fetches that cost the same at
+   * any load), phased in between 50 % and 90 % busy so that C does not jump as the load crosses
+   * half, and capped at +25 % (beyond that it is per-batch work, whose charge to fewer kept records
+   * would spiral: more shedding, a lower C, more shedding).
    */
-  #overhead(chainBusyMs: number): number {
+  #outOfChain(counted: readonly TaskCounts[]): {
+    perRecordMs: number | undefined;
+    factor: number;
+    fit: ReturnType<OutOfChainCost['fit']>;
+  } {
     const now = performance.eventLoopUtilization();
     const d = performance.eventLoopUtilization(now, this.#elu);
     this.#elu = now;
-    if (chainBusyMs < 5 || d.utilization < 0.5) return 1;
-    const full = Math.min(MAX_OVERHEAD, Math.max(1, d.active / chainBusyMs));
-    return 1 + (full - 1) * Math.min(1, (d.utilization - 0.5) / 0.4);
+    let chainMs = 0;
+    let busyMs = 0;
+    let batches = 0;
+    let records = 0;
+    let processed = 0;
+    for (const c of counted) {
+      chainMs += c.chainMs;
+      busyMs += c.busyMs;
+      batches += c.batches;
+      records += c.handled;
+      processed += c.processed;
+    }
+    this.#loopCost.observe({ outMs: d.active - chainMs, batches, records });
+    const fit = this.#loopCost.fit();
+    const perRecordMs = processed > 0 ? this.#loopCost.perRecordMs(chainMs / processed) : undefined;
+    let factor = 1;
+    if (busyMs >= 5 && d.utilization >= 0.5) {
+      const full = Math.min(MAX_OVERHEAD, Math.max(1, d.active / busyMs));
+      factor = 1 + (full - 1) * Math.min(1, (d.utilization - 0.5) / 0.4);
+    }
+    return { perRecordMs, factor, fit };
   }
 
   /** Per-operator cost over all tasks (operators of one name are one operator in the job). */

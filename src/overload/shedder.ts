@@ -18,6 +18,15 @@ export interface ShedderOptions {
   overflowTopic: string;
 }
 
+export interface TaskCounts {
+  shed: number;
+  processed: number;
+  busyMs: number;
+  chainMs: number;
+  batches: number;
+  handled: number;
+}
+
 /**
  * The drop decisions of one task. The controller sets `p` once per evaluation; the task's hot loop
  * reads it (one property read per batch when nothing is shed). Counters are plain numbers that
@@ -46,6 +55,8 @@ export class TaskShedder {
    * concurrency): the stage and the synchronous chain run at once, so the busier bounds C.
    */
   asyncBusyMs = 0;
+  /** Batches handed to the task since last collected (the record loop counts them). */
+  batches = 0;
   readonly #window = new Float64Array(2048);
   #filled = 0;
   #next = 0;
@@ -125,17 +136,25 @@ export class TaskShedder {
     return headers;
   }
 
-  /** Hands the counters to the controller and starts them again. */
-  collect(): { shed: number; processed: number; busyMs: number } {
-    const out = {
+  /**
+   * Hands the counters to the controller and starts them again. `busyMs` is the busier of the
+   * chain and the async stages (what bounds C); `chainMs` the synchronous chain's own time, on the
+   * event loop; `handled` the data records the loop went through, shed at the source or not.
+   */
+  collect(): TaskCounts {
+    const out: TaskCounts = {
       shed: this.shed,
       processed: this.processed,
       busyMs: Math.max(this.busyMs, this.asyncBusyMs),
+      chainMs: this.busyMs,
+      batches: this.batches,
+      handled: this.processed + (this.atSource ? this.shed : 0),
     };
     this.shed = 0;
     this.processed = 0;
     this.busyMs = 0;
     this.asyncBusyMs = 0;
+    this.batches = 0;
     return out;
   }
 }

@@ -259,6 +259,7 @@ export class RecordLoop {
       const busyMs = performance.now() - started;
       shedder.processed += data - shed;
       shedder.busyMs += busyMs;
+      shedder.batches++;
       metrics.recordsIn.inc({ app: appId, topic }, data);
       // Counted with the batch (source and .shed() drops alike), so in step with records_in.
       if (shedder.shed > shedBefore)

@@ -130,6 +130,11 @@ test('overload shed mode should keep H·C/λ of the input at 2x capacity, hold p
   }
   const b = await snapshot([w], id, output, p);
   const costB = costTotals();
+  // How the controller charged the out-of-chain work (fit or ratio), for the diagnostics.
+  const loop = await fetch(`${await w.url()}/status`)
+    .then((r) => r.json() as Promise<{ overload?: { outOfChain?: unknown } }>)
+    .then((st) => JSON.stringify(st.overload?.outOfChain ?? null))
+    .catch((e: unknown) => `unavailable (${String(e)})`);
   const C = caps.reduce((x, y) => x + y, 0) / caps.length;
   const realLambda = ((b.sent - a.sent) * 1000) / (b.at - a.at);
   // Kept fraction = records kept / records processed in the window (≈ those that arrived in it).
@@ -138,13 +143,10 @@ test('overload shed mode should keep H·C/λ of the input at 2x capacity, hold p
   // Ground truth (issue 13 item 13): C_true = 1 / the injected cost's mean duration per call as
   // incurred in the window (the nominal 2 ms takes 2.02 ms on a quiet machine, 2.1–2.9 ms with
   // 5–30 runnable processes on the 2 cores: the wait wakes late, the spin waits for a core). The
-  // worker's C is lower by what its event loop does around the operator chain, which C counts
-  // (OverloadController#overhead). While shedding, the loop keeps 1 − H idle and spends it in
-  // fetch waits, so batches are small (6–22 a second), each with a fetch round and, every 100 ms,
-  // a five-request transaction: C is then 86–95 % of the chain's own rate on a loaded machine,
-  // though the same worker saturated (backpressure mode, 0.4 batches a second) runs at 96–98 % of
-  // it. That per-batch work is CPU work, stretched by a busy machine more than the mostly-waiting
-  // injected cost; it is what this check has (too) little margin against on a loaded machine.
+  // worker's C is lower by Sluice's per-record work around the injected cost; the event loop's
+  // per-batch work (fetch rounds, the five-request transaction every 100 ms commit interval), which
+  // is large per record in the shedding regime's 6–22 small batches a second, is fitted apart and
+  // not charged (OverloadController#outOfChain), so C is the rate the worker would have saturated.
   const costMs = (costB.ms - costA.ms) / (costB.calls - costA.calls);
   const cTrue = 1000 / costMs;
   const expectedTrue = (H * cTrue) / realLambda;
@@ -167,14 +169,20 @@ test('overload shed mode should keep H·C/λ of the input at 2x capacity, hold p
   t.diagnostic(
     `C_true=${cTrue.toFixed(0)} rec/s, chain ${cChain.toFixed(0)} rec/s, C=${C.toFixed(0)} rec/s (${pct(C / cTrue - 1)}), λ=${realLambda.toFixed(0)} rec/s`,
   );
+  t.diagnostic(`out-of-chain charge: ${loop}`);
   t.diagnostic(
     `kept ${kept.toFixed(3)} vs H·C_true/λ ${expectedTrue.toFixed(3)} (${pct(kept / expectedTrue - 1)}), vs H·C/λ ${expected.toFixed(3)} (${pct(kept / expected - 1)})`,
   );
   assert.ok(b.shed > a.shed, 'records are shed at 2x capacity');
-  // Reported, not asserted (issue 13 item 13 stays open): on the shared 2-core machine this came
-  // out within ±10 % in 4 of 12 runs alone (−7.4 % to −17.2 %). The cause is the worker's C
-  // charging per-batch work of the shedding regime (see above); the fix belongs in the
-  // controller's overhead estimate, not in this bound.
+  // Issue 13 item 13: the kept fraction against the injected cost's true capacity. It held since
+  // C charges only the per-record part of the loop's out-of-chain work (OverloadController
+  // #outOfChain): +0.5 %, −7.8 %, −5.6 %, −1.9 %, −3.3 %, −2.6 %, −0.7 % in seven runs (the first
+  // at load 15 on the 2 cores, the last two at load < 1), against −7.4 % to −17.2 % (4 of 12
+  // within ±10 %) with the ratio of loop to chain time.
+  assert.ok(
+    Math.abs(kept / expectedTrue - 1) <= 0.1,
+    `kept ${kept} not within ±10 % of H·C_true/λ = ${expectedTrue} (out-of-chain charge ${loop})`,
+  );
   // The controller tracks its own estimate too.
   assert.ok(Math.abs(kept / expected - 1) <= 0.1, `kept ${kept} not within ±10 % of H·C/λ = ${expected}`);
   assert.ok(b.latCount - a.latCount > 500, 'outputs were observed in the window');
