@@ -118,7 +118,7 @@ async function bareFetch(url: string, concurrency: number, seconds: number): Pro
     const url = ${JSON.stringify(url)}; const end = performance.now() + ${seconds * 1000}; let n = 0;
     async function loop(w) { for (let i = 0; performance.now() < end; i++) {
       const r = await fetch(url + '/enrich?k=k' + w + '&seq=' + i, { signal: new AbortController().signal });
-      await r.json(); n++; } }
+      if (r.ok) await r.json(); else await r.text(); n++; } }
     await Promise.all(Array.from({ length: ${concurrency} }, (_, w) => loop(w)));
     console.log(n / ${seconds});`;
   const child = spawn(process.execPath, ['--input-type=module', '-e', script], {
