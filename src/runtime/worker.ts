@@ -96,7 +96,13 @@ export class Worker {
     this.metrics = createWorkerMetrics(opts.registry);
     initWorkerMetrics(this.metrics, this.app.id);
     // Windowed operators' late-record counters start at zero too (one series per operator and action).
+    // So do async stages' timeout and retry counters (one series per operator).
     for (const n of this.app.graph.nodes) {
+      const op = { app: this.app.id, operator: n.name };
+      if (n.spec.kind === 'async' || (n.spec.kind === 'process' && n.spec.async)) {
+        this.metrics.asyncTimeouts.inc(op, 0);
+        this.metrics.asyncRetries.inc(op, 0);
+      }
       if (n.spec.kind !== 'late') continue;
       const action = n.spec.topic === undefined ? 'dropped' : 'side_output';
       this.metrics.lateRecords.inc({ app: this.app.id, operator: n.spec.operator, action }, 0);

@@ -209,10 +209,14 @@ test('every panel query of the Grafana dashboard should return data from Prometh
 
   const { id, input, env } = await jobTopics('t-grafana', 2);
   // The running sum plus a windowed count, so the late-record panel has its (zero) series.
-  await createTopics([{ topic: `${id}-windows`, partitions: 2 }]);
+  // And an async stage, for the async panels.
+  await createTopics([
+    { topic: `${id}-windows`, partitions: 2 },
+    { topic: `${id}-async`, partitions: 2 },
+  ]);
   const worker = spawnWorker('running-sum', {
     name: 'grafana-worker',
-    env: { ...env, TEST_WINDOW_OUTPUT: `${id}-windows` },
+    env: { ...env, TEST_WINDOW_OUTPUT: `${id}-windows`, TEST_ASYNC_OUTPUT: `${id}-async` },
   });
   const load = produceSteadily(input);
   let prom: Prometheus | undefined;
