@@ -127,10 +127,36 @@ export function portInUse(port: number): Promise<boolean> {
 }
 
 /**
- * A port on 127.0.0.1 that the OS picked as free. It is free when this resolves; another process
- * may take it before the caller binds it.
+ * A free port on 127.0.0.1 below the kernel's ephemeral range (`ip_local_port_range`). It is free
+ * when this resolves; another process may take it before the caller binds it. Not a port the OS
+ * picks with `listen(0)`: those come from the ephemeral range, where every outgoing connection also
+ * takes its local port, so a server started seconds later (a JVM broker) can find its port taken
+ * by a client socket (seen as a cluster node exiting during start-up while its peers' controllers
+ * kept reconnecting to one another).
  */
 export async function freePort(): Promise<number> {
+  const [low, high] = freePortRange();
+  for (let i = 0; i < 200; i++) {
+    const port = low + Math.floor(Math.random() * (high - low));
+    if (!(await portInUse(port))) return port;
+  }
+  return osPickedPort();
+}
+
+/** Where {@link freePort} looks: [10000, start of the ephemeral range), or the OS's pick when that is empty. */
+function freePortRange(): [number, number] {
+  let ephemeralLow = 32768;
+  try {
+    const first = Number(
+      readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0],
+    );
+    if (Number.isInteger(first) && first > 0) ephemeralLow = first;
+  } catch {}
+  const low = 10_000;
+  return ephemeralLow - low >= 1000 ? [low, ephemeralLow - 8] : [ephemeralLow, 65_000];
+}
+
+async function osPickedPort(): Promise<number> {
   const server = createServer();
   await new Promise<void>((done, fail) => {
     server.once('error', fail);

@@ -746,9 +746,29 @@ async function startFailure(what: string, files: RunFiles, cause: unknown): Prom
   const reason = cause instanceof Error ? cause.message : String(cause);
   const log = await readFile(files.logFile, 'utf8').catch(() => '');
   const tail = lastLines(log, LOG_TAIL_LINES) || '(the log is empty)';
-  return new SluiceError('SLUICE_KAFKA', `${what}: ${reason}\nLast lines of ${files.logFile}:\n${tail}`, {
-    cause,
-  });
+  // The cause is often far above the shutdown lines of the tail (a port taken, a bad property).
+  const first = firstErrors(log, 3);
+  const errors = first ? `\nFirst errors in ${files.logFile}:\n${first}` : '';
+  return new SluiceError(
+    'SLUICE_KAFKA',
+    `${what}: ${reason}${errors}\nLast lines of ${files.logFile}:\n${tail}`,
+    {
+      cause,
+    },
+  );
+}
+
+/** The first `n` ERROR or FATAL lines of a broker log, each with the line after it (the exception). */
+function firstErrors(log: string, n: number): string {
+  const lines = log.split('\n');
+  const out: string[] = [];
+  for (let i = 0; i < lines.length && out.length < 2 * n; i++) {
+    if (!/\] (ERROR|FATAL) /.test(lines[i]!)) continue;
+    out.push(lines[i]!);
+    const next = lines[i + 1];
+    if (next !== undefined && !/^\[\d{4}-/.test(next)) out.push(next);
+  }
+  return out.join('\n');
 }
 
 function checkPort(port: number, name: string): number {

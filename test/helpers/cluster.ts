@@ -70,9 +70,27 @@ export async function startTestCluster(
   opts: { listeners?: ExtraListener[]; log?: (m: string) => void } = {},
 ): Promise<TestCluster> {
   delete process.env.KAFKA_BROKERS;
-  const port = await freePortRange(6);
-  const dataDir = await mkdtemp(join(tmpdir(), `sluice-test-cluster-${port}-`));
-  live.add(dataDir);
+  for (let attempt = 1; ; attempt++) {
+    const port = await freePortRange(6);
+    const dataDir = await mkdtemp(join(tmpdir(), `sluice-test-cluster-${port}-`));
+    live.add(dataDir);
+    try {
+      return await startTestClusterAt(port, dataDir, opts);
+    } catch (err) {
+      live.delete(dataDir);
+      await rm(dataDir, { recursive: true, force: true });
+      // Free when chosen is not free when bound: another process may take a port meanwhile.
+      const taken = /Address already in use|BindException/.test(String((err as Error)?.message ?? err));
+      if (!taken || attempt >= 3) throw err;
+    }
+  }
+}
+
+async function startTestClusterAt(
+  port: number,
+  dataDir: string,
+  opts: { listeners?: ExtraListener[]; log?: (m: string) => void },
+): Promise<TestCluster> {
   const start = () =>
     startLocalKafka({
       brokers: 3,
