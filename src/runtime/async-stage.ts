@@ -190,7 +190,10 @@ export class AsyncStage implements Op {
 
   #attempt(r: InFlight, attempt: number): void {
     const { timeoutMs } = this.#env.settings;
-    const ac = new AbortController();
+    // The AbortController is made when the function reads `ctx.signal` (most never do: one per
+    // attempt cost about 5 % of a fast stage's CPU); aborted at once if read after the timeout.
+    let ac: AbortController | undefined;
+    let aborted: unknown;
     const ctx: AsyncContext<unknown> = {
       key: r.key,
       topic: r.rc.topic,
@@ -198,7 +201,13 @@ export class AsyncStage implements Op {
       offset: r.rc.offset,
       timestamp: r.rc.timestamp,
       headers: r.rc.headers,
-      signal: ac.signal,
+      get signal() {
+        if (ac === undefined) {
+          ac = new AbortController();
+          if (aborted !== undefined) ac.abort(aborted);
+        }
+        return ac.signal;
+      },
       attempt,
     };
     let settled = false;
@@ -227,7 +236,8 @@ export class AsyncStage implements Op {
       const e = new AsyncTimeoutError(this.#env.node.name, timeoutMs);
       this.#env.observe('timeout', timeoutMs, this);
       settle(false, e);
-      ac.abort(e);
+      aborted = e;
+      ac?.abort(e);
     }, timeoutMs);
     this.#timers.add(timer);
     let p: unknown;

@@ -138,14 +138,14 @@ export class RecordCache {
   }
 
   /** Sends everything downstream, oldest update first (at a checkpoint). */
-  flush(rc: MutableRecordContext): number {
-    return this.#drain(rc, 0);
+  flush(): number {
+    return this.#drain(0);
   }
 
   /** Sends the oldest updates downstream until the cache is within its bound (after a batch). */
-  evict(rc: MutableRecordContext): number {
+  evict(): number {
     const max = this.#maxBytes();
-    return this.#bytes > max ? this.#drain(rc, max) : 0;
+    return this.#bytes > max ? this.#drain(max) : 0;
   }
 
   /** Forgets everything (a reset: nothing since the last checkpoint counts). */
@@ -176,7 +176,7 @@ export class RecordCache {
    * Pushes the oldest entries downstream, one at a time from the head, so that an update a push
    * adds (a downstream cached aggregation) or moves goes in the same drain, at its new place.
    */
-  #drain(_rc: MutableRecordContext, downTo: number): number {
+  #drain(downTo: number): number {
     let n = 0;
     // The guard (the record loop's) gives each push the entry's key, time and headers, and
     // restores the record context after it.

@@ -4,6 +4,8 @@ import type { AsyncStageDeps } from './async-ops.js';
 import type { AsyncBudget, AsyncStage, InFlight } from './async-stage.js';
 import { deferred } from './deferred.js';
 
+type Deferred = ReturnType<typeof deferred>;
+
 /**
  * The async stages of one task (async-stage.ts): built at each compile of its operators, started
  * when it runs, dropped when it resets or closes; the task's view of them for backpressure,
@@ -21,8 +23,11 @@ export interface TaskAsyncDeps {
 
 export class TaskAsyncStages {
   #stages: AsyncStage[] = [];
-  #room = deferred();
-  #empty = deferred();
+  /** Waiters for room and for empty stages; made only when someone waits (not per record). */
+  #room: Deferred | undefined;
+  #empty: Deferred | undefined;
+  /** The in-flight gauge's last value: set at the task's tick, not per record. */
+  #published = -1;
   readonly #d: TaskAsyncDeps;
 
   constructor(d: TaskAsyncDeps) {
@@ -44,15 +49,13 @@ export class TaskAsyncStages {
       guard,
       fail: (e) => this.#d.fail(e),
       changed: () => {
-        const size = this.size;
-        metrics.asyncInFlight.set({ app: appId, task: taskId }, size);
-        if (size === 0) {
+        if (this.#empty !== undefined && this.size === 0) {
           this.#empty.resolve();
-          this.#empty = deferred();
+          this.#empty = undefined;
         }
-        if (!this.backlogged) {
+        if (this.#room !== undefined && !this.backlogged) {
           this.#room.resolve();
-          this.#room = deferred();
+          this.#room = undefined;
         }
       },
       observe: (outcome, ms, stage) => {
@@ -101,24 +104,38 @@ export class TaskAsyncStages {
 
   /** Settles when no stage is backlogged any more (or at the next change, to be checked again). */
   room(): Promise<void> {
-    return this.backlogged ? this.#room.promise : Promise.resolve();
+    if (!this.backlogged) return Promise.resolve();
+    this.#room ??= deferred();
+    return this.#room.promise;
   }
 
   /** Settles when the stages hold no record (the test driver waits for that before a checkpoint). */
   drained(): Promise<void> {
-    return this.size === 0 ? Promise.resolve() : this.#empty.promise;
+    if (this.size === 0) return Promise.resolve();
+    this.#empty ??= deferred();
+    return this.#empty.promise;
   }
 
   start(): void {
     for (const s of this.#stages) s.start();
   }
 
+  /** Sets the in-flight gauge (the task's tick calls it: once per tick, not per record). */
+  publish(): void {
+    if (this.#stages.length === 0 && this.#published <= 0) return;
+    const size = this.size;
+    if (size === this.#published) return;
+    this.#published = size;
+    this.#d.metrics.asyncInFlight.set({ app: this.#d.appId, task: this.#d.taskId }, size);
+  }
+
   close(): void {
     for (const s of this.#stages) s.close();
     this.#d.metrics.asyncInFlight.remove({ app: this.#d.appId, task: this.#d.taskId });
-    this.#room.resolve();
-    this.#room = deferred();
-    this.#empty.resolve();
-    this.#empty = deferred();
+    this.#published = -1;
+    this.#room?.resolve();
+    this.#room = undefined;
+    this.#empty?.resolve();
+    this.#empty = undefined;
   }
 }

@@ -172,7 +172,7 @@ export class TaskManager {
       () => false,
     );
     for (;;) {
-      const done = await Promise.race([ready, new Promise((r) => setTimeout(() => r('tick'), 1000))]);
+      const done = await withinSecond(ready);
       if (done !== 'tick' || !running() || !this.owns(task)) return;
       await heartbeat();
     }
@@ -184,8 +184,7 @@ export class TaskManager {
    */
   async awaitRoom(task: Task, heartbeat: () => Promise<void>, running: () => boolean): Promise<void> {
     while (task.async.backlogged && running() && this.owns(task) && task.state === 'running') {
-      const tick = new Promise((r) => setTimeout(() => r('tick'), 1000));
-      if ((await Promise.race([task.async.room(), tick])) === 'tick') await heartbeat();
+      if ((await withinSecond(task.async.room())) === 'tick') await heartbeat();
     }
   }
 
@@ -356,5 +355,18 @@ export class TaskManager {
     const tasks = [...this.#tasks.values()];
     await Promise.all(tasks.map((t) => t.close(opts)));
     this.#tasks.clear();
+  }
+}
+
+/** `p`'s value, or 'tick' after a second (the timer is cleared either way: none piles up). */
+async function withinSecond<T>(p: Promise<T>): Promise<T | 'tick'> {
+  let timer: NodeJS.Timeout | undefined;
+  const tick = new Promise<'tick'>((r) => {
+    timer = setTimeout(() => r('tick'), 1000);
+  });
+  try {
+    return await Promise.race([p, tick]);
+  } finally {
+    clearTimeout(timer);
   }
 }

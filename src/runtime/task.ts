@@ -263,7 +263,7 @@ export class Task {
   process(topic: string, records: InRecord[], resolveOffset: (o: string) => void): number {
     if (this.#state !== 'running') return 0;
     const n = this.#loop.process(this.#ops, topic, records, resolveOffset);
-    if (this.#recordCache.size > 0) this.#recordCache.evict(this.#rc);
+    if (this.#recordCache.size > 0) this.#recordCache.evict();
     return n;
   }
 
@@ -286,6 +286,7 @@ export class Task {
   /** Periodic work without input: processing-time timers, idleness moves. Throws like `process`. */
   tick(): void {
     if (this.#state === 'running') this.#moveWatermark(this.#rc.now());
+    this.#async.publish();
   }
 
   /**
@@ -325,7 +326,7 @@ export class Task {
    * `process` (the `fail` policy, or a fault of Sluice or the machine).
    */
   flushRecordCache(): void {
-    if (this.#state === 'running' && !this.#busy) this.#recordCache.flush(this.#rc);
+    if (this.#state === 'running' && !this.#busy) this.#recordCache.flush();
   }
 
   /** Commits offsets through the group; filled in by the worker (it owns the consumer). */
