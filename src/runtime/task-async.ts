@@ -43,7 +43,7 @@ export class TaskAsyncStages {
 
   /** What a stage of this task is built with; `guard` is the record loop's (record-loop.ts). */
   deps(guard: (r: InFlight, apply: () => void) => void): AsyncStageDeps {
-    const { appId, taskId, metrics, shedder, budget } = this.#d;
+    const { appId, metrics, shedder, budget } = this.#d;
     return {
       budget,
       guard,

@@ -11,6 +11,8 @@ import { metricSum, spawnWorker, type WorkerProcess } from '../helpers/workers.j
 // there (see below).
 const COST_US = 2000;
 const H = 0.9;
+/** Samples of C and the operator cost, 2 s apart: the kept fraction's window is this many × 2 s. */
+const WINDOW_SAMPLES = 6;
 const TAU_MS = 5000; // a bucket bound of the latency histogram, so p99 ≤ τ is read off exactly
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -122,7 +124,7 @@ test('overload shed mode should keep H·C/λ of the input at 2x capacity, hold p
   // The operator cost estimate averages one push in 64: a few samples a second, so one reading
   // misses the rare long calls (a preempted spin) that the incurred mean counts. Averaged like C.
   const opCosts: number[] = [];
-  for (let i = 0; i < 4; i++) {
+  for (let i = 0; i < WINDOW_SAMPLES; i++) {
     await sleep(2000);
     const s = await snapshot([w], id, output, p);
     caps.push(s.capacity);
@@ -133,7 +135,10 @@ test('overload shed mode should keep H·C/λ of the input at 2x capacity, hold p
   // How the controller charged the out-of-chain work (fit or ratio), for the diagnostics.
   const loop = await fetch(`${await w.url()}/status`)
     .then((r) => r.json() as Promise<{ overload?: { outOfChain?: unknown } }>)
-    .then((st) => JSON.stringify(st.overload?.outOfChain ?? null))
+    .then((st) => {
+      const o = st.overload as { outOfChain?: unknown; utilisation?: number; tasks?: unknown } | undefined;
+      return `${JSON.stringify(o?.outOfChain ?? null)}; U ${o?.utilisation}, tasks ${JSON.stringify(o?.tasks ?? null)}`;
+    })
     .catch((e: unknown) => `unavailable (${String(e)})`);
   const C = caps.reduce((x, y) => x + y, 0) / caps.length;
   const realLambda = ((b.sent - a.sent) * 1000) / (b.at - a.at);

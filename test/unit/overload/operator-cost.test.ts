@@ -49,6 +49,51 @@ test('OperatorCostSampler should time one record in 64 and charge each operator 
   assert.ok(slowMs >= 0.9 && slowMs < 20, `slow costs ~1 ms itself, got ${slowMs}`);
   assert.ok(fastMs < 0.5, `fast costs ~nothing, got ${fastMs}`);
   assert.equal(s.collect().size, 0, 'counters start again');
+  // The sampled records took ~1 ms: after that collection every record is timed (a few samples a
+  // second would let one preempted call move the mean by a third).
+  for (let i = 0; i < 64; i++) {
+    s.next();
+    input.push(null, i);
+  }
+  assert.equal(s.collect().get('slow')!.n, 64, 'every expensive record timed');
+});
+
+test('OperatorCostSampler should go back to one record in 64 once the records are cheap', () => {
+  const app = new App({ id: 'cost-cheap' });
+  let slow = true;
+  app
+    .stream('in', { key: string(), value: json<number>() })
+    .map(
+      (v) => {
+        if (slow) spin(0.2);
+        return v;
+      },
+      { name: 'op' },
+    )
+    .to('out');
+  const s = new OperatorCostSampler();
+  const input = compileOperators(
+    app.topology().subtopologies[0]!.sources,
+    new MutableRecordContext(),
+    { emit() {} },
+    () => assert.fail('stateless'),
+    undefined,
+    undefined,
+    undefined,
+    s,
+  ).get('in')!;
+  const run = (n: number) => {
+    for (let i = 0; i < n; i++) {
+      s.next();
+      input.push(null, i);
+    }
+    return s.collect().get('op')?.n ?? 0;
+  };
+  assert.equal(run(128), 2, 'one in 64 at first');
+  assert.equal(run(128), 128, 'every record while they take 0.2 ms');
+  slow = false;
+  assert.equal(run(128), 128, 'the collection that sees them cheap');
+  assert.equal(run(640), 10, 'one in 64 again');
 });
 
 test('OperatorCostSampler should time a two-input operator from both inputs, and leave sources and merges out', () => {
