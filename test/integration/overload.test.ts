@@ -12,7 +12,7 @@ import { metricSum, spawnWorker, type WorkerProcess } from '../helpers/workers.j
 const COST_US = 2000;
 const H = 0.9;
 /** Samples of C and the operator cost, 2 s apart: the kept fraction's window is this many × 2 s. */
-const WINDOW_SAMPLES = 6;
+const WINDOW_SAMPLES = 10;
 const TAU_MS = 5000; // a bucket bound of the latency histogram, so p99 ≤ τ is read off exactly
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -179,16 +179,15 @@ test('overload shed mode should keep H·C/λ of the input at 2x capacity, hold p
     `kept ${kept.toFixed(3)} vs H·C_true/λ ${expectedTrue.toFixed(3)} (${pct(kept / expectedTrue - 1)}), vs H·C/λ ${expected.toFixed(3)} (${pct(kept / expected - 1)})`,
   );
   assert.ok(b.shed > a.shed, 'records are shed at 2x capacity');
-  // Issue 13 item 13: the kept fraction against the injected cost's true capacity. It held since
-  // C charges only the per-record part of the loop's out-of-chain work (OverloadController
-  // #outOfChain): +0.5 %, −7.8 %, −5.6 %, −1.9 %, −3.3 %, −2.6 %, −0.7 % in seven runs (the first
-  // at load 15 on the 2 cores, the last two at load < 1), against −7.4 % to −17.2 % (4 of 12
-  // within ±10 %) with the ratio of loop to chain time.
-  // Reported, not asserted (issue 13 item 13 stays open): a fresh-clone CI run after the last
-  // fix still came out at −12.2 % (C −4.7 % of C_true, with the fit), so ±10 % is not yet
-  // something this test can hold on the shared machine.
-  t.diagnostic(
-    `kept vs H·C_true/λ within ±10 %: ${Math.abs(kept / expectedTrue - 1) <= 0.1} (charge ${loop})`,
+  // Issue 13 item 13: the kept fraction against the injected cost's true capacity. C charges only
+  // the per-record part of the loop's out-of-chain work (OverloadController#outOfChain), and the
+  // window is 20 s: in 8 s windows it came out at +0.5 % to −7.8 % in seven runs and once at
+  // −12.2 % (a fresh-clone CI run beside other jobs); in 12 s windows at −0.4 % to −9.6 % in eight
+  // runs at load 6–10 on the 2 cores. What remains is Sluice's own per-record work (C is the
+  // worker's capacity, a few % under the injected cost's) and the arrival-rate estimate's noise.
+  assert.ok(
+    Math.abs(kept / expectedTrue - 1) <= 0.1,
+    `kept ${kept.toFixed(3)} not within ±10 % of H·C_true/λ = ${expectedTrue.toFixed(3)} (charge ${loop})`,
   );
   // The controller tracks its own estimate too.
   assert.ok(Math.abs(kept / expected - 1) <= 0.1, `kept ${kept} not within ±10 % of H·C/λ = ${expected}`);
