@@ -13,8 +13,9 @@
  * order, offsets and timestamps as decimal strings, keys, values and header values as views of
  * the fetched bytes, one shared batch context (test/unit/kafka/fetch-decoder.test.ts decodes the
  * same bytes with both). Anything else goes to kafkajs's own decoder, untouched: compressed
- * batches (which also covers kafkajs's partial-batch error), a batch that does not end where its
- * length says, numbers beyond 2^53, odd lengths, a header named `__proto__`.
+ * batches (which also covers kafkajs's partial-batch error), a magic byte other than 2, a batch
+ * that does not end where its length says, numbers beyond 2^53, odd lengths, a header named
+ * `__proto__`.
  *
  * Installed before kafkajs loads its fetch responses and consumer (kafkajs-preload.ts), after
  * the read_committed filter (aborted-filter.ts), which the `Batch` here keeps using.
@@ -166,6 +167,8 @@ function decode(b: Buffer, start: number): { batch: DecodedBatch; end: number } 
   const attributes = b.readInt16BE(start + 21);
   if ((attributes & COMPRESSION_MASK) !== 0) throw FALLBACK;
   const magicByte = b.readInt8(start + 16);
+  // A legacy message set after a v2 batch in one response: kafkajs's own path, whatever it does.
+  if (magicByte !== 2) throw FALLBACK;
   const firstOffsetBig = b.readBigInt64BE(start);
   const firstTimestampBig = b.readBigInt64BE(start + 27);
   const firstOffsetNum = safeNumber(firstOffsetBig, INT32);

@@ -172,6 +172,21 @@ test('compressed batches, offsets beyond 2^53 and a partial last batch go to kaf
   const got = await same(Buffer.concat([gzip, plain, huge, plain.subarray(0, plain.length - 7)]));
   assert.equal(got.length, 3, 'the partial batch ends the walk as in kafkajs');
   assert.equal(got[2].records[19].offset, '9007199254740019');
+  // Header names that an object's prototype has: kafkajs's fold sees the inherited one; so must we.
+  const named = (headers: any, offset: number): BatchSpec => ({
+    firstOffset: offset,
+    firstTimestamp: 1_764_633_000_000,
+    records: [{ offsetDelta: 0, timestampDelta: 0, key: null, value: Buffer.from('v'), headers }],
+  });
+  const inherited = await batchBytes(named({ toString: 'y', constructor: 'z' }, 600));
+  const proto = await batchBytes(named({ ['__proto__']: 'x' }, 601));
+  assert.notEqual(decodeBatchAt(inherited, 0), undefined);
+  assert.equal(decodeBatchAt(proto, 0), undefined);
+  await same(Buffer.concat([inherited, proto]));
+  // A magic byte other than 2 goes to kafkajs too.
+  const legacy = Buffer.from(plain);
+  legacy.writeInt8(1, 16);
+  assert.equal(decodeBatchAt(legacy, 0), undefined);
   // A batch whose header says it is longer than its records is left to kafkajs.
   const cut = Buffer.from(plain);
   cut.writeInt32BE(cut.readInt32BE(57) + 1, 57);
