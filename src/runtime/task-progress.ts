@@ -16,6 +16,8 @@ export class TaskProgress {
   readonly toCommit = new Map<string, bigint>();
   /** Records processed since the last checkpoint (including dead-lettered ones). */
   dirtyRecords = 0;
+  /** Bumped by {@link clear}: the task dropped what it did since its last checkpoint (a reset). */
+  cleared = 0;
   lastCheckpoint = Date.now();
   readonly watermark: Watermark;
 
@@ -92,5 +94,6 @@ export class TaskProgress {
     this.collector.clear();
     this.toCommit.clear();
     this.dirtyRecords = 0;
+    this.cleared++;
   }
 }

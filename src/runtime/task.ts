@@ -264,6 +264,7 @@ export class Task {
     if (this.#state !== 'running') return 0;
     const n = this.#loop.process(this.#ops, topic, records, resolveOffset);
     if (this.#recordCache.size > 0) this.#recordCache.evict(this.#rc);
+    this.#checkpointDeps.outputs?.flush(); // at-least-once: the outputs go now (output-stream.ts)
     return n;
   }
 
