@@ -11,18 +11,36 @@
  * to that broker fails in any way (NOT_COORDINATOR when the coordinator moved,
  * COORDINATOR_NOT_AVAILABLE, a closed or timed-out connection, or any other error): the next
  * lookup then asks the cluster again, so kafkajs's retries of the failed request go to the
- * coordinator as it is then. Concurrent lookups of one coordinator share one request.
+ * coordinator as it is then. Concurrent lookups of one coordinator share one request. A request
+ * the broker refused because it is not (or not yet) the coordinator (NOT_COORDINATOR,
+ * COORDINATOR_NOT_AVAILABLE: nothing was applied) is sent once more, to the coordinator looked up
+ * anew: kafkajs retries neither AddOffsetsToTxn nor EndTxn, and before the cache a lookup right
+ * before each request found the moved coordinator (a failed checkpoint resets its task).
  */
 
 type Any = any;
 
 const INSTALLED = Symbol('sluice.coordinatorCache');
 
+/** Refused by a broker that is not the coordinator: the request had no effect. */
+const MOVED = new Set([
+  'NOT_COORDINATOR',
+  'NOT_COORDINATOR_FOR_GROUP',
+  'COORDINATOR_NOT_AVAILABLE',
+  'GROUP_COORDINATOR_NOT_AVAILABLE',
+]);
+const moved = (e: Any) => e != null && (MOVED.has(e.type) || e.code === 15 || e.code === 16);
+
 /**
- * The broker, with every method call that throws or rejects dropping `key` from the cache
- * (the caller still gets the error).
+ * The broker, with every method call that throws or rejects dropping it from the cache (the
+ * caller still gets the error), and a call refused as not the coordinator's sent once more
+ * through `again` (the coordinator looked up anew).
  */
-function watched(broker: Any, forget: () => void): Any {
+function watched(
+  broker: Any,
+  forget: () => void,
+  again: (prop: string | symbol, args: unknown[]) => unknown,
+): Any {
   if (broker === null || typeof broker !== 'object') return broker;
   return new Proxy(broker, {
     get(target, prop) {
@@ -36,9 +54,12 @@ function watched(broker: Any, forget: () => void): Any {
           forget();
           throw e;
         }
-        if (r !== null && typeof (r as Promise<unknown>)?.then === 'function')
-          (r as Promise<unknown>).then(undefined, forget);
-        return r;
+        if (r === null || typeof (r as Promise<unknown>)?.then !== 'function') return r;
+        return (r as Promise<unknown>).then(undefined, (e) => {
+          forget();
+          if (!moved(e)) throw e;
+          return again(prop, args);
+        });
       };
     },
   });
@@ -58,7 +79,12 @@ export function cacheCoordinators(cluster: Any): void {
     const forget = () => {
       if (known.get(key) === p) known.delete(key);
     };
-    const p: Promise<Any> = Promise.resolve(find.call(cluster, args)).then((b: Any) => watched(b, forget));
+    // Once, on the real broker looked up anew (not through the cache: a second refusal is the caller's).
+    const again = (prop: string | symbol, callArgs: unknown[]) =>
+      Promise.resolve(find.call(cluster, args)).then((b: Any) => b[prop](...callArgs));
+    const p: Promise<Any> = Promise.resolve(find.call(cluster, args)).then((b: Any) =>
+      watched(b, forget, again),
+    );
     known.set(key, p);
     p.catch(forget);
     return p;

@@ -6,6 +6,7 @@ import { cacheCoordinators } from '../../../src/kafka/coordinator-cache.js';
 function fakeCluster() {
   const c = {
     lookups: 0,
+    calls: 0,
     node: 1,
     async findGroupCoordinator({ groupId }: { groupId: string; coordinatorType?: number }) {
       c.lookups++;
@@ -21,13 +22,17 @@ function fakeCluster() {
         addOffsetsToTxn() {
           throw new Error('thrown at once');
         },
+        async txnOffsetCommit() {
+          c.calls++;
+          throw Object.assign(new Error('timed out'), { type: 'REQUEST_TIMED_OUT' });
+        },
       };
     },
   };
   return c;
 }
 
-test('a coordinator is looked up once and reused until a request to it fails', async () => {
+test('a coordinator is looked up once and reused until a request to it fails; a request it refused as not the coordinator goes once more, to the new one', async () => {
   const c = fakeCluster();
   cacheCoordinators(c);
   const a = await c.findGroupCoordinator({ groupId: 'tx-1', coordinatorType: 1 });
@@ -36,13 +41,21 @@ test('a coordinator is looked up once and reused until a request to it fails', a
   assert.equal(a.nodeId, 1);
   assert.equal(await b.endTxn(), 1);
   assert.equal(c.lookups, 1);
-  // The coordinator moves: the request fails (the caller sees it) and the next lookup asks again.
+  // The coordinator moves: the refused request goes once more, to the coordinator looked up anew,
+  // which the cache keeps from then on.
   c.node = 2;
-  await assert.rejects(b.endTxn(), /not coordinator/);
-  await new Promise((r) => setImmediate(r));
-  const moved = await c.findGroupCoordinator({ groupId: 'tx-1', coordinatorType: 1 });
+  assert.equal(await b.endTxn(), 2);
   assert.equal(c.lookups, 2);
+  const moved = await c.findGroupCoordinator({ groupId: 'tx-1', coordinatorType: 1 });
+  assert.equal(c.lookups, 3);
   assert.equal(await moved.endTxn(), 2);
+  await c.findGroupCoordinator({ groupId: 'tx-1', coordinatorType: 1 });
+  assert.equal(c.lookups, 3);
+  // Any other failure reaches the caller as it is (sent once), and the next lookup asks again.
+  await assert.rejects(moved.txnOffsetCommit(), /timed out/);
+  assert.equal(c.calls, 1);
+  await c.findGroupCoordinator({ groupId: 'tx-1', coordinatorType: 1 });
+  assert.equal(c.lookups, 4);
 });
 
 test('cached per coordinator type and key; concurrent lookups share one request', async () => {
