@@ -1,6 +1,7 @@
 import './kafkajs-preload.js';
 import { CompressionTypes, type Producer, type RecordMetadata, type Transaction } from 'kafkajs';
 import { someInChain } from './error-chain.js';
+import { ON_PARTITIONS_ADDED } from './send-messages.js';
 import type { OutRecord, TopicPartitionOffset } from './types.js';
 
 export type TopicRecords = ReadonlyMap<string, OutRecord[]>;
@@ -142,8 +143,9 @@ const OFFSETS_ATTEMPTS = 15;
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 /**
- * A transactional producer owned by one task. One checkpoint = one transaction:
- * outputs and changelog records, then the input offsets, then commit.
+ * A transactional producer owned by one task. One checkpoint = one transaction: outputs and
+ * changelog records, and the input offsets once the records' partitions are in the transaction
+ * (while the last records are still produced), then commit.
  */
 export class TransactionalProducer {
   readonly id: string;
@@ -196,34 +198,46 @@ export class TransactionalProducer {
     this.#tx = tx;
     const written: WrittenOffsets = new Map();
     try {
-      for (const topicMessages of toSends(records)) {
+      const sends = toSends(records);
+      const last = offsets.offsets.length > 0 ? sends.pop() : undefined;
+      for (const topicMessages of sends) {
         const meta = await step(
           tx.sendBatch({ topicMessages, acks: -1, compression: CompressionTypes.None }),
         );
         mergeMax(written, lastOffsets(meta, topicMessages));
       }
-      if (offsets.offsets.length > 0) {
-        const byTopic = new Map<
-          string,
-          Array<{ partition: number; offset: string; metadata?: string | null }>
-        >();
-        for (const o of offsets.offsets) {
-          let l = byTopic.get(o.topic);
-          if (!l) byTopic.set(o.topic, (l = []));
-          l.push({ partition: o.partition, offset: o.offset, metadata: o.metadata ?? null });
-        }
-        const topics = [...byTopic].map(([topic, partitions]) => ({ topic, partitions }));
-        // kafkajs retries CONCURRENT_TRANSACTIONS on AddPartitionsToTxn but not on the
-        // AddOffsetsToTxn of sendOffsets: it failed the checkpoint and reset the task.
-        for (let attempt = 1; ; attempt++) {
-          try {
-            await step(tx.sendOffsets({ consumerGroupId: offsets.groupId, topics }));
-            break;
-          } catch (e) {
-            if (!isConcurrentTransactions(e) || attempt >= OFFSETS_ATTEMPTS) throw e;
-            await step(sleep(Math.min(1000, 20 * 2 ** attempt)));
-          }
-        }
+      if (last === undefined) {
+        if (offsets.offsets.length > 0) await step(this.#sendOffsets(tx, offsets, step));
+      } else {
+        // The last send and the offsets overlap: the offsets go as soon as the send's partitions
+        // are in the transaction (ON_PARTITIONS_ADDED, send-messages.ts), while its records are
+        // produced; the commit waits for both. Saves the Produce round trip, or the two of the
+        // offsets (AddOffsetsToTxn, TxnOffsetCommit), on the way to the commit.
+        let partitionsAdded!: () => void;
+        const added = new Promise<void>((r) => {
+          partitionsAdded = r;
+        });
+        (last[0]!.messages as OutRecord[] & { [ON_PARTITIONS_ADDED]?: () => void })[ON_PARTITIONS_ADDED] =
+          partitionsAdded;
+        const produced = step(
+          tx.sendBatch({ topicMessages: last, acks: -1, compression: CompressionTypes.None }),
+        );
+        produced.catch(() => undefined);
+        // A send that fails before its partitions are added ends the wait too (it throws below).
+        await Promise.race([
+          added,
+          produced.then(
+            () => undefined,
+            () => undefined,
+          ),
+        ]);
+        const sent = this.#sendOffsets(tx, offsets, step);
+        sent.catch(() => undefined);
+        // Both settle before an abort (none of this transaction's requests still in flight).
+        const [meta, off] = await Promise.allSettled([produced, sent]);
+        if (meta.status === 'rejected') throw meta.reason;
+        if (off.status === 'rejected') throw off.reason;
+        mergeMax(written, lastOffsets(meta.value, last));
       }
       await step(tx.commit());
       return written;
@@ -238,6 +252,32 @@ export class TransactionalProducer {
     } finally {
       this.#tx = undefined;
       this.#abandon = undefined;
+    }
+  }
+
+  /** The input offsets into the transaction (AddOffsetsToTxn, then TxnOffsetCommit). */
+  async #sendOffsets(
+    tx: Transaction,
+    offsets: { groupId: string; offsets: readonly TopicPartitionOffset[] },
+    step: <T>(p: Promise<T>) => Promise<T>,
+  ): Promise<void> {
+    const byTopic = new Map<string, Array<{ partition: number; offset: string; metadata?: string | null }>>();
+    for (const o of offsets.offsets) {
+      let l = byTopic.get(o.topic);
+      if (!l) byTopic.set(o.topic, (l = []));
+      l.push({ partition: o.partition, offset: o.offset, metadata: o.metadata ?? null });
+    }
+    const topics = [...byTopic].map(([topic, partitions]) => ({ topic, partitions }));
+    // kafkajs retries CONCURRENT_TRANSACTIONS on AddPartitionsToTxn but not on the
+    // AddOffsetsToTxn of sendOffsets: it failed the checkpoint and reset the task.
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await step(tx.sendOffsets({ consumerGroupId: offsets.groupId, topics }));
+        return;
+      } catch (e) {
+        if (!isConcurrentTransactions(e) || attempt >= OFFSETS_ATTEMPTS) throw e;
+        await step(sleep(Math.min(1000, 20 * 2 ** attempt)));
+      }
     }
   }
 

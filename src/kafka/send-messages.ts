@@ -15,9 +15,11 @@
  * had just written: duplicates the broker cannot recognise). Records are grouped into partitions
  * once per send, so a retry never moves an answered record to another partition.
  *
- * Installed, like the grouping patch, before kafkajs loads its producer (kafkajs-patch.ts).
+ * Installed, like the grouping patch, before kafkajs loads its producer (kafkajs-patch.ts). It
+ * is also where each producer's cluster gets its coordinator cache (coordinator-cache.ts).
  */
 import { createRequire } from 'node:module';
+import { cacheCoordinators } from './coordinator-cache.js';
 
 const require = createRequire(import.meta.url);
 
@@ -29,19 +31,34 @@ type Grouper = (a: {
   partitioner: Any;
 }) => Record<number, unknown[]>;
 
+/**
+ * A send's messages list may carry a callback under this key (producer.ts sets it on a
+ * transaction's last send): it is called once every partition of the send is in the transaction
+ * (each leader's AddPartitionsToTxn answered), while the records are still being produced. The
+ * transaction's offsets can go to the coordinator from then on: an AddOffsetsToTxn that overlaps an
+ * AddPartitionsToTxn of the same transaction is refused (CONCURRENT_TRANSACTIONS), one that
+ * overlaps its Produce requests is not.
+ */
+export const ON_PARTITIONS_ADDED = Symbol('sluice.onPartitionsAdded');
+
 export function sendMessagesFactory(groupMessagesPerPartition: Grouper) {
   const { KafkaJSMetadataNotLoaded } = require('kafkajs/src/errors.js');
   const { staleMetadata } = require('kafkajs/src/protocol/error.js');
   const createTopicData = require('kafkajs/src/producer/createTopicData.js');
   const responseSerializer = require('kafkajs/src/producer/responseSerializer.js');
 
-  return ({ logger, cluster, partitioner, eosManager, retrier }: Any) =>
-    async ({ acks, timeout, compression, topicMessages }: Any) => {
+  return ({ logger, cluster, partitioner, eosManager, retrier }: Any) => {
+    // Called once per producer, with its own cluster: its transactional requests find their
+    // coordinators without a FindCoordinator round trip each (coordinator-cache.ts).
+    cacheCoordinators(cluster);
+    return async ({ acks, timeout, compression, topicMessages }: Any) => {
       /** `topic\0partition` → that partition's answer (an empty list under acks 0). */
       const answered = new Map<string, unknown[]>();
       type Grouped = Array<{ topic: string; messagesPerPartition: Record<number, unknown[]> }>;
       let grouped: Grouped | undefined;
 
+      let onAdded: (() => void) | undefined;
+      for (const { messages } of topicMessages) onAdded ??= messages[ON_PARTITIONS_ADDED];
       const createProducerRequests = async () => {
         await cluster.refreshMetadataIfNecessary();
         if (grouped === undefined) {
@@ -85,6 +102,13 @@ export function sendMessagesFactory(groupMessagesPerPartition: Grouper) {
             l.push({ topic, partitions, messagesPerPartition });
           }
         }
+        // This attempt's partitions are all in the transaction once each leader's request has
+        // added its own (a retry adds only what an earlier attempt had not).
+        let adding = perLeader.size;
+        const added = () => {
+          if (--adding === 0) onAdded?.();
+        };
+        if (adding === 0) onAdded?.();
         return [...perLeader].map(async ([nodeId, forBroker]) => {
           const broker = await cluster.findBroker({ nodeId });
           await eosManager.acquireBrokerLock(broker);
@@ -97,9 +121,10 @@ export function sendMessagesFactory(groupMessagesPerPartition: Grouper) {
                 partitions: t.partitions.filter((p) => !answered.has(`${t.topic}\u0000${p}`)),
               }))
               .filter((t) => t.partitions.length > 0);
-            if (still.length === 0) return;
+            if (still.length === 0) return added();
             const topicData = createTopicData(still);
             if (eosManager.isTransactional()) await eosManager.addPartitionsToTransaction(topicData);
+            added();
             for (const { topic, partitions } of topicData)
               for (const entry of partitions) {
                 entry.firstSequence = eosManager.getSequence(topic, entry.partition);
@@ -172,4 +197,5 @@ export function sendMessagesFactory(groupMessagesPerPartition: Grouper) {
         }
       });
     };
+  };
 }

@@ -2,6 +2,7 @@ import { TaskMigratedError } from '../errors.js';
 import {
   isFencedError,
   type PlainProducer,
+  type TopicRecords,
   type TransactionalProducer,
   type WrittenOffsets,
 } from '../kafka/producer.js';
@@ -9,6 +10,7 @@ import type { OutRecord, TopicPartitionOffset } from '../kafka/types.js';
 import type { Logger } from '../ops/logger.js';
 import type { WorkerMetrics } from '../ops/metrics.js';
 import { checkpointSize } from './checkpoint-size.js';
+import type { OutputStream } from './output-stream.js';
 import type { TaskProgress } from './task-progress.js';
 import type { TaskState } from './task-state.js';
 
@@ -27,6 +29,8 @@ export interface CheckpointDeps {
   plainProducer: () => Promise<PlainProducer>;
   /** Commits offsets through the group (at-least-once only). */
   commitOffsets: (offsets: TopicPartitionOffset[]) => Promise<void>;
+  /** The task's queue of sends (at-least-once only): early outputs, then the checkpoint's. */
+  outputs?: OutputStream;
 }
 
 /**
@@ -75,8 +79,13 @@ export async function writeCheckpoint(
     }
     d.metrics.txCommits.inc({ app });
   } else {
-    const plain = await d.plainProducer();
-    written = await plain.send(all);
+    // After every output sent early (output-stream.ts): the offsets cover their records too.
+    written = d.outputs
+      ? await d.outputs.push(all, records)
+      : await (await d.plainProducer()).send(all).then((w) => {
+          countOutputs(d, records);
+          return w;
+        });
     await commitOffsetsAtLeastOnce(d, offsets);
   }
   await store()?.commitLocal(written);
@@ -86,6 +95,24 @@ export async function writeCheckpoint(
   for (const [topic, o] of committedNext)
     if (progress.toCommit.get(topic) === o) progress.toCommit.delete(topic);
   progress.dirtyRecords -= dirtyRecords;
+  if (d.eos) countOutputs(d, records);
+  for (const [topic, l] of changelog) d.metrics.changelogRecords.inc({ app, store: topic }, l.length);
+  d.metrics.checkpoints.inc({ app });
+  const size = checkpointSize(all.values());
+  d.metrics.checkpointRecords.observe({ app }, size.records);
+  d.metrics.checkpointBytes.observe({ app }, size.bytes);
+  store()?.flushCacheMetrics();
+  d.metrics.checkpointDuration.observe({ app }, (performance.now() - started) / 1000);
+  d.logger.trace({ outputs: outputCount, offsets }, 'checkpoint');
+  d.outputs?.flush(); // what collected while this one's send was on its way
+}
+
+/** Outputs written (visible: committed, or sent under at-least-once): counted, their latency observed. */
+export function countOutputs(
+  d: Pick<CheckpointDeps, 'appId' | 'metrics' | 'deadLetterTopic' | 'overflowTopic'>,
+  records: TopicRecords,
+): void {
+  const app = d.appId;
   const now = Date.now();
   for (const [topic, l] of records) {
     if (topic === d.deadLetterTopic) continue;
@@ -98,14 +125,6 @@ export async function writeCheckpoint(
     const latency = d.metrics.latency.labels({ app, topic });
     for (let i = 0; i < l.length; i++) latency.observe(Math.max(0, now - Number(l[i]!.timestamp)) / 1000);
   }
-  for (const [topic, l] of changelog) d.metrics.changelogRecords.inc({ app, store: topic }, l.length);
-  d.metrics.checkpoints.inc({ app });
-  const size = checkpointSize(all.values());
-  d.metrics.checkpointRecords.observe({ app }, size.records);
-  d.metrics.checkpointBytes.observe({ app }, size.bytes);
-  store()?.flushCacheMetrics();
-  d.metrics.checkpointDuration.observe({ app }, (performance.now() - started) / 1000);
-  d.logger.trace({ outputs: outputCount, offsets }, 'checkpoint');
 }
 
 async function commitOffsetsAtLeastOnce(d: CheckpointDeps, offsets: TopicPartitionOffset[]): Promise<void> {

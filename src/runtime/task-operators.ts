@@ -12,8 +12,9 @@ import type { SubTopology } from '../topology/build.js';
 import type { GraphNode } from '../topology/nodes.js';
 import { type AsyncStageDeps, createAsyncStage } from './async-ops.js';
 import type { AsyncStage } from './async-stage.js';
-import type { CheckpointDeps } from './checkpoint.js';
+import { type CheckpointDeps, countOutputs } from './checkpoint.js';
 import { compileOperators, type Op } from './operators.js';
+import { OutputStream } from './output-stream.js';
 import { RecordCache } from './record-cache.js';
 import type { MutableRecordContext } from './record-context.js';
 import { RecordLoop } from './record-loop.js';
@@ -106,11 +107,16 @@ export interface TaskPartsDeps {
   commitOffsets: (offsets: TopicPartitionOffset[]) => Promise<void>;
 }
 
-/** A task's record loop, record cache and checkpoint dependencies, sharing one error policy. */
+/**
+ * A task's record loop, record cache and checkpoint dependencies (at-least-once: with its
+ * queue of sends, output-stream.ts), sharing one error policy.
+ */
 export function taskParts(d: TaskPartsDeps): {
   loop: RecordLoop;
   recordCache: RecordCache;
   checkpointDeps: CheckpointDeps;
+  /** After each batch: the record cache back within its bound, then (at-least-once) the outputs sent. */
+  afterBatch: () => void;
 } {
   const deadLetter = {
     policy: d.config.processing.errorPolicy,
@@ -148,5 +154,16 @@ export function taskParts(d: TaskPartsDeps): {
     plainProducer: () => d.plainProducer(),
     commitOffsets: d.commitOffsets,
   };
-  return { loop, recordCache, checkpointDeps };
+  if (!d.eos)
+    checkpointDeps.outputs = new OutputStream({
+      send: async (records) => (await d.plainProducer()).send(records),
+      sent: (outputs) => countOutputs(checkpointDeps, outputs),
+      progress: d.progress,
+    });
+  const outputs = checkpointDeps.outputs;
+  const afterBatch = () => {
+    if (recordCache.size > 0) recordCache.evict();
+    outputs?.flush();
+  };
+  return { loop, recordCache, checkpointDeps, afterBatch };
 }

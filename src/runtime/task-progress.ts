@@ -16,8 +16,15 @@ export class TaskProgress {
   readonly toCommit = new Map<string, bigint>();
   /** Records processed since the last checkpoint (including dead-lettered ones). */
   dirtyRecords = 0;
+  /** Bumped by {@link clear}: the task dropped what it did since its last checkpoint (a reset). */
+  cleared = 0;
   lastCheckpoint = Date.now();
   readonly watermark: Watermark;
+
+  /** Next offset to process per input topic, as text (/status); null before the first assignment. */
+  positions(topics: readonly string[]): Record<string, string | null> {
+    return Object.fromEntries(topics.map((t) => [t, this.next.get(t)?.toString() ?? null]));
+  }
 
   constructor(
     p: Pick<SluiceConfig['processing'], 'maxOutOfOrdernessMs' | 'idleTimeoutMs' | 'idleAdvanceMs'>,
@@ -92,5 +99,6 @@ export class TaskProgress {
     this.collector.clear();
     this.toCommit.clear();
     this.dirtyRecords = 0;
+    this.cleared++;
   }
 }

@@ -74,6 +74,7 @@ export class Task {
   readonly #progress: TaskProgress;
   readonly #loop: RecordLoop;
   readonly #checkpointDeps: CheckpointDeps;
+  readonly #afterBatch: () => void;
   #ops = new Map<string, Op>();
   #producer: TransactionalProducer | undefined;
   #store: TaskState | undefined;
@@ -116,6 +117,7 @@ export class Task {
     this.#loop = parts.loop;
     this.#recordCache = parts.recordCache;
     this.#checkpointDeps = parts.checkpointDeps;
+    this.#afterBatch = parts.afterBatch;
     this.#async = new TaskAsyncStages({
       appId: deps.appId,
       taskId: id,
@@ -149,9 +151,7 @@ export class Task {
 
   /** Next offset to process per input topic (for /status); null before the first assignment. */
   positions(): Record<string, string | null> {
-    return Object.fromEntries(
-      this.sub.sourceTopics.map((t) => [t, this.#progress.next.get(t)?.toString() ?? null]),
-    );
+    return this.#progress.positions(this.sub.sourceTopics);
   }
 
   /** The task's state stores (for queries and metrics), once restored. */
@@ -263,7 +263,7 @@ export class Task {
   process(topic: string, records: InRecord[], resolveOffset: (o: string) => void): number {
     if (this.#state !== 'running') return 0;
     const n = this.#loop.process(this.#ops, topic, records, resolveOffset);
-    if (this.#recordCache.size > 0) this.#recordCache.evict();
+    this.#afterBatch(); // the record cache's eviction; at-least-once: the outputs go now
     return n;
   }
 

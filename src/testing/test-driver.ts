@@ -7,6 +7,7 @@ import { bytes, type Serde, string } from '../api/serdes.js';
 import { loadConfig } from '../config/load.js';
 import type { SluiceConfig, SluiceConfigInput } from '../config/schema.js';
 import { SluiceError, TaskMigratedError } from '../errors.js';
+import type { PlainProducer, TopicRecords } from '../kafka/producer.js';
 import { assignTasks, taskIdOf } from '../kafka/task-assigner.js';
 import { createLogger, type Logger } from '../ops/logger.js';
 import { createWorkerMetrics, type WorkerMetrics } from '../ops/metrics.js';
@@ -105,6 +106,9 @@ export class TestDriver {
   /** Task id → the wall clock at its last checkpoint (`interval` mode). */
   readonly #lastCommit = new Map<string, number>();
   readonly #outputs = new Map<string, TestOutput<any, any>>();
+  /** At-least-once sends on their way (a batch's outputs go as it ends: output-stream.ts). */
+  readonly #sends = new Set<Promise<unknown>>();
+  #sentSince = 0;
   #plan: PartitionPlan = new Map();
   #clock: number;
   #started: Promise<void> | undefined;
@@ -230,7 +234,16 @@ export class TestDriver {
       client,
       logger: this.#logger.child({ worker: w.index }),
       metrics: this.metrics,
-      plainProducer: () => client.plainProducer(),
+      plainProducer: async () => {
+        const p = await client.plainProducer();
+        const send = (r: TopicRecords) => {
+          const sent = p.send(r).finally(() => this.#sends.delete(sent));
+          this.#sends.add(sent);
+          this.#sentSince++;
+          return sent;
+        };
+        return { send, close: () => p.close() } as unknown as PlainProducer;
+      },
       openState: (t) =>
         openTaskState(t, {
           client,
@@ -339,8 +352,24 @@ export class TestDriver {
       // Async stages (mapAsync, ...) run their records to the end before the checkpoint.
       for (const t of this.#live()) await t.async.drained();
       const committed = await this.#commit(force);
-      if (delivered === 0 && committed === 0) return;
+      if (delivered === 0 && committed === 0 && !(await this.#sent())) return;
     }
+  }
+
+  /**
+   * Waits until no at-least-once send is on its way (one answered may start the next: the outputs
+   * that collected meanwhile), so that a test sees every output sent; true if any was sent.
+   */
+  async #sent(): Promise<boolean> {
+    for (;;) {
+      await Promise.allSettled([...this.#sends]);
+      // What an answered send starts runs in its microtasks: they have all run by the next turn.
+      if (this.#sentSince > 0) await new Promise((r) => setImmediate(r));
+      if (this.#sends.size === 0) break;
+    }
+    const any = this.#sentSince > 0;
+    this.#sentSince = 0;
+    return any;
   }
 
   #check(): void {

@@ -118,3 +118,73 @@ test('a checkpoint should send its offsets again when the coordinator answers CO
   await assert.rejects(other.done, /NOT_COORDINATOR/);
   assert.deepEqual(other.calls, ['send', 'offsets', 'abort'], 'another error is not retried: no commit');
 });
+
+/**
+ * Issue 19: the offsets go to the coordinator as soon as the last send's partitions are in the
+ * transaction (its AddPartitionsToTxn answered), while its records are still produced, and never
+ * before: an AddOffsetsToTxn overlapping an AddPartitionsToTxn is refused (CONCURRENT_TRANSACTIONS).
+ */
+test('a checkpoint should send its offsets once its partitions are added, overlapping the produce; commit after both', async () => {
+  const { ON_PARTITIONS_ADDED } = await import('../../../src/kafka/send-messages.js');
+  const run = (produceFails: boolean) => {
+    const calls: string[] = [];
+    let finishProduce!: () => void;
+    let offsetsDone!: () => void;
+    const tx = {
+      sendBatch: async ({ topicMessages }: any) => {
+        calls.push('add-partitions');
+        await new Promise((r) => setImmediate(r));
+        topicMessages[0].messages[ON_PARTITIONS_ADDED]();
+        calls.push('produce');
+        await new Promise<void>((r) => {
+          finishProduce = r;
+        });
+        calls.push('produced');
+        if (produceFails) throw new Error('NOT_ENOUGH_REPLICAS');
+        return [{ topicName: 'out', partition: 0, errorCode: 0, baseOffset: '7' }];
+      },
+      sendOffsets: async () => {
+        calls.push('offsets');
+        await new Promise<void>((r) => {
+          offsetsDone = r;
+        });
+        calls.push('offsets done');
+      },
+      commit: async () => calls.push('commit'),
+      abort: async () => calls.push('abort'),
+    };
+    const p = new TransactionalProducer(
+      { transaction: async () => tx, disconnect: async () => undefined } as any,
+      'app-1_0',
+    );
+    const records = new Map([['out', [{ key: null, value: Buffer.from('x'), partition: 0 }]]]);
+    const done = p.commitTransaction(records, {
+      groupId: 'app',
+      offsets: [{ topic: 'in', partition: 0, offset: '10' }],
+    });
+    return { done, calls, produce: () => finishProduce(), offsets: () => offsetsDone() };
+  };
+  const tick = () => new Promise((r) => setImmediate(r));
+  const ok = run(false);
+  for (let i = 0; i < 5; i++) await tick();
+  assert.deepEqual(
+    ok.calls,
+    ['add-partitions', 'produce', 'offsets'],
+    'offsets while the records are produced',
+  );
+  ok.produce();
+  for (let i = 0; i < 5; i++) await tick();
+  assert.deepEqual(ok.calls.slice(3), ['produced'], 'no commit before the offsets are in');
+  ok.offsets();
+  assert.deepEqual([...(await ok.done)], [['out:0', 7n]]);
+  assert.deepEqual(ok.calls.slice(3), ['produced', 'offsets done', 'commit']);
+
+  const failed = run(true);
+  for (let i = 0; i < 5; i++) await tick();
+  failed.produce();
+  for (let i = 0; i < 5; i++) await tick();
+  assert.deepEqual(failed.calls.slice(3), ['produced'], 'no abort while the offsets are in flight');
+  failed.offsets();
+  await assert.rejects(failed.done, /NOT_ENOUGH_REPLICAS/);
+  assert.deepEqual(failed.calls.slice(3), ['produced', 'offsets done', 'abort']);
+});
