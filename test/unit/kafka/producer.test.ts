@@ -6,6 +6,20 @@ import { isFencedError, TransactionalProducer } from '../../../src/kafka/produce
  * kafkajs retries some transactional errors for a long time (AddPartitionsToTxn for a deleted
  * topic); closing the producer must end the caller's wait for its transaction at once.
  */
+
+/** One checkpoint of one output record and one input offset, through a stand-in transaction. */
+function commitOne(tx: object): ReturnType<TransactionalProducer['commitTransaction']> {
+  const p = new TransactionalProducer(
+    { transaction: async () => tx, disconnect: async () => undefined } as any,
+    'app-1_0',
+  );
+  const records = new Map([['out', [{ key: null, value: Buffer.from('x'), partition: 0 }]]]);
+  return p.commitTransaction(records, {
+    groupId: 'app',
+    offsets: [{ topic: 'in', partition: 0, offset: '10' }],
+  });
+}
+
 test('closing a transactional producer should fail its transaction in flight at once', async () => {
   const calls: string[] = [];
   const tx = {
@@ -100,15 +114,7 @@ test('a checkpoint should send its offsets again when the coordinator answers CO
       commit: async () => calls.push('commit'),
       abort: async () => calls.push('abort'),
     };
-    const p = new TransactionalProducer(
-      { transaction: async () => tx, disconnect: async () => undefined } as any,
-      'app-1_0',
-    );
-    const records = new Map([['out', [{ key: null, value: Buffer.from('x'), partition: 0 }]]]);
-    const done = p.commitTransaction(records, {
-      groupId: 'app',
-      offsets: [{ topic: 'in', partition: 0, offset: '10' }],
-    });
+    const done = commitOne(tx);
     return { done, calls };
   };
   const twice = await run([concurrent, concurrent]);
@@ -153,15 +159,7 @@ test('a checkpoint should send its offsets once its partitions are added, overla
       commit: async () => calls.push('commit'),
       abort: async () => calls.push('abort'),
     };
-    const p = new TransactionalProducer(
-      { transaction: async () => tx, disconnect: async () => undefined } as any,
-      'app-1_0',
-    );
-    const records = new Map([['out', [{ key: null, value: Buffer.from('x'), partition: 0 }]]]);
-    const done = p.commitTransaction(records, {
-      groupId: 'app',
-      offsets: [{ topic: 'in', partition: 0, offset: '10' }],
-    });
+    const done = commitOne(tx);
     return { done, calls, produce: () => finishProduce(), offsets: () => offsetsDone() };
   };
   const tick = () => new Promise((r) => setImmediate(r));

@@ -28,16 +28,7 @@ function world() {
             throw new KafkaJSConnectionError('Connection error: broker 2 is gone');
           }
           sent.push({ node, partitions });
-          return {
-            topics: topicData.map((t: any) => ({
-              topicName: t.topic,
-              partitions: t.partitions.map((p: any) => ({
-                partition: p.partition,
-                errorCode: 0,
-                baseOffset: '0',
-              })),
-            })),
-          };
+          return produced(topicData);
         },
       });
     return brokers.get(node);
@@ -95,6 +86,16 @@ function world() {
   return { deps, sent, topicMessages };
 }
 
+/** A broker's answer to a Produce: every partition written, at offset 0. */
+function produced(topicData: any[]) {
+  return {
+    topics: topicData.map((t: any) => ({
+      topicName: t.topic,
+      partitions: t.partitions.map((p: any) => ({ partition: p.partition, errorCode: 0, baseOffset: '0' })),
+    })),
+  };
+}
+
 test('the send patch is installed before kafkajs loads its producer', () => {
   assert.equal(kafkajsSendPatched, true);
   assert.equal(require('kafkajs/src/producer/sendMessages.js').sluicePatched, true);
@@ -144,16 +145,7 @@ test("a send's ON_PARTITIONS_ADDED callback runs once every leader's partitions 
         async produce({ topicData }: any) {
           calls.push(`produce ${nodeId}`);
           await new Promise((r) => setImmediate(r));
-          return {
-            topics: topicData.map((t: any) => ({
-              topicName: t.topic,
-              partitions: t.partitions.map((p: any) => ({
-                partition: p.partition,
-                errorCode: 0,
-                baseOffset: '0',
-              })),
-            })),
-          };
+          return produced(topicData);
         },
       };
     },
