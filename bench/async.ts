@@ -30,6 +30,7 @@ import { RunningSumInput } from '../test/helpers/running-sum.js';
 import { spawnWorker, type WorkerProcess } from '../test/helpers/workers.js';
 import { poller } from './lib/kafka-io.js';
 import { root } from './lib/procs.js';
+import { histogramQuantile, parseMetrics } from './lib/prom.js';
 import { type CommitSample, steadyRate } from './lib/steady.js';
 
 const TASKS = 4;
@@ -39,27 +40,6 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 function arg(name: string, def: string): string {
   const i = process.argv.indexOf(`--${name}`);
   return i >= 0 ? process.argv[i + 1]! : def;
-}
-
-/** Quantile of a Prometheus histogram (its cumulative buckets), linear within the bucket. */
-function histogramQuantile(text: string, name: string, q: number): number {
-  const buckets: Array<[number, number]> = [];
-  for (const line of text.split('\n')) {
-    const m = new RegExp(`^${name}_bucket\\{le="([^"]+)"[^}]*\\}\\s+(\\S+)`).exec(line);
-    if (m) buckets.push([m[1] === '+Inf' ? Number.POSITIVE_INFINITY : Number(m[1]), Number(m[2])]);
-  }
-  buckets.sort((a, b) => a[0] - b[0]);
-  const total = buckets[buckets.length - 1]?.[1] ?? 0;
-  if (total === 0) return Number.NaN;
-  let prev: [number, number] = [0, 0];
-  for (const b of buckets) {
-    if (b[1] >= q * total) {
-      if (!Number.isFinite(b[0])) return prev[0];
-      return prev[0] + ((q * total - prev[1]) / Math.max(1, b[1] - prev[1])) * (b[0] - prev[0]);
-    }
-    prev = b;
-  }
-  return Number.NaN;
 }
 
 function rssBytes(pid: number): number {
@@ -161,8 +141,8 @@ async function throughput(latencyMs: number, concurrency: number, errorRate = 0)
       records: n,
       rate,
       bound,
-      p50: histogramQuantile(text, 'sluice_async_duration_seconds', 0.5) * 1000,
-      p99: histogramQuantile(text, 'sluice_async_duration_seconds', 0.99) * 1000,
+      p50: histogramQuantile(parseMetrics(text), 'sluice_async_duration_seconds', 0.5) * 1000,
+      p99: histogramQuantile(parseMetrics(text), 'sluice_async_duration_seconds', 0.99) * 1000,
       calls: service.stats.calls,
     };
   } finally {
@@ -183,8 +163,8 @@ async function paced(latencyMs: number, rate: number, seconds: number) {
     const text = await w.metrics();
     return {
       rate,
-      p50: histogramQuantile(text, 'sluice_async_duration_seconds', 0.5) * 1000,
-      p99: histogramQuantile(text, 'sluice_async_duration_seconds', 0.99) * 1000,
+      p50: histogramQuantile(parseMetrics(text), 'sluice_async_duration_seconds', 0.5) * 1000,
+      p99: histogramQuantile(parseMetrics(text), 'sluice_async_duration_seconds', 0.99) * 1000,
     };
   } finally {
     await w.kill('SIGTERM');

@@ -29,6 +29,7 @@ import { join } from 'node:path';
 import { uniqueName } from '../test/helpers/kafka.js';
 import { observeAll, poller } from './lib/kafka-io.js';
 import { COMMIT_INTERVAL_MS, type Guarantee, PEER_JAR, type Proc, root, startProc } from './lib/procs.js';
+import { histogramQuantile, type Scrape, scrape, since, total } from './lib/prom.js';
 import { fmt, svgLineChart } from './lib/report.js';
 import { percentile } from './lib/steady.js';
 import { cleanUp, prepare, runOne, seedOf, short, sleep, WORKLOADS } from './lib/throughput.js';
@@ -192,7 +193,42 @@ interface Point {
   max: number;
   /** outputs received in the window / (window × rate): below 1 when the system fell behind */
   keptUp: number;
+  /** Sluice only: the worker's own metrics over the window (where the time goes) */
+  inside?: Inside;
   error?: string;
+}
+
+/** A Sluice worker's view of the window, from its /metrics at the window's start and end. */
+interface Inside {
+  /** commit acknowledged − input timestamp (the reader's latency less its own fetch) */
+  visibleP50: number;
+  visibleP99: number;
+  /** checkpoints per second and task, and their duration (start to commit acknowledged) */
+  checkpointsPerS: number;
+  checkpointP50: number;
+  checkpointP99: number;
+  /** the event loop's delay (monitorEventLoopDelay) over the window */
+  loopDelayP99: number;
+  loopDelayMax: number;
+  /** fraction of the window the process was on a CPU, and in GC */
+  cpu: number;
+  gc: number;
+}
+
+function insideOf(d: Scrape, end: Scrape, seconds: number, tasks: number): Inside {
+  const ms = (name: string, q: number) => histogramQuantile(d, name, q) * 1000;
+  return {
+    visibleP50: ms('sluice_end_to_end_latency_seconds', 0.5),
+    visibleP99: ms('sluice_end_to_end_latency_seconds', 0.99),
+    checkpointsPerS: total(d, 'sluice_checkpoint_duration_seconds_count') / seconds / tasks,
+    checkpointP50: ms('sluice_checkpoint_duration_seconds', 0.5),
+    checkpointP99: ms('sluice_checkpoint_duration_seconds', 0.99),
+    // Gauges reset at each scrape (prom-client): the end's covers the window.
+    loopDelayP99: total(end, 'sluice_node_nodejs_eventloop_lag_p99_seconds') * 1000,
+    loopDelayMax: total(end, 'sluice_node_nodejs_eventloop_lag_max_seconds') * 1000,
+    cpu: total(d, 'sluice_node_process_cpu_seconds_total') / seconds,
+    gc: total(d, 'sluice_node_nodejs_gc_duration_seconds_sum') / seconds,
+  };
 }
 
 const W = WORKLOADS.find((w) => w.id === 'running-sum')!;
@@ -254,9 +290,16 @@ async function measure(
     }
     const from = obs.firstAt() + o.warmupS * 1000;
     const to = from + o.measureS * 1000;
+    let atFrom: Scrape | undefined;
     while (performance.now() < to) {
       if (proc.child.exitCode !== null) throw new Error(`exited early:\n${proc.logs.slice(-20).join('\n')}`);
+      if (atFrom === undefined && proc.metricsUrl && performance.now() >= from)
+        atFrom = await scrape(proc.metricsUrl);
       await sleep(50);
+    }
+    if (atFrom && proc.metricsUrl) {
+      const atTo = await scrape(proc.metricsUrl);
+      pt.inside = insideOf(since(atFrom, atTo), atTo, o.measureS, o.partitions);
     }
     const sent = await producer.stop();
     producer = undefined;
@@ -337,6 +380,26 @@ function report(o: Options, capacity: number, capacityHow: string, points: Point
     L.push(`| ${s.guarantee} | ${s.load} % | ${q(s.p50, k.p50)} | ${q(s.p99, k.p99)} |`);
   }
   L.push('');
+  const inside = points.filter((p) => p.inside !== undefined);
+  if (inside.length > 0) {
+    L.push("## Where Sluice's time goes (the worker's /metrics over the same window)");
+    L.push('');
+    L.push(
+      '"Visible" = the moment the commit (exactly-once) or the send (at-least-once) was acknowledged − the input\'s timestamp: the reader\'s latency less its own fetch. Checkpoints: per second and task, and their duration from start to acknowledgement. Loop delay: how late the event loop ran a timer. CPU and GC: fractions of one core.',
+    );
+    L.push('');
+    L.push(
+      '| guarantee | load | reader p50 / p99 | visible p50 / p99 | checkpoints/s | checkpoint p50 / p99 | loop delay p99 / max | CPU | GC |',
+    );
+    L.push('|---|---:|---:|---:|---:|---:|---:|---:|---:|');
+    for (const p of inside) {
+      const i = p.inside!;
+      L.push(
+        `| ${p.guarantee} | ${p.load} % | ${fmt(p.p50)} / ${fmt(p.p99)} | ${fmt(i.visibleP50)} / ${fmt(i.visibleP99)} | ${fmt(i.checkpointsPerS, 1)} | ${fmt(i.checkpointP50, 1)} / ${fmt(i.checkpointP99, 1)} | ${fmt(i.loopDelayP99)} / ${fmt(i.loopDelayMax)} | ${fmt(i.cpu, 2)} | ${fmt(i.gc, 3)} |`,
+      );
+    }
+    L.push('');
+  }
   return `${L.join('\n')}\n`;
 }
 

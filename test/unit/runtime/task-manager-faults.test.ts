@@ -3,6 +3,8 @@ import { test } from 'node:test';
 import { Registry } from 'prom-client';
 import { loadConfig } from '../../../src/config/load.js';
 import { App, json, string } from '../../../src/index.js';
+import type { BatchContext } from '../../../src/kafka/consumer.js';
+import type { InRecord } from '../../../src/kafka/types.js';
 import { createLogger } from '../../../src/ops/logger.js';
 import { createWorkerMetrics } from '../../../src/ops/metrics.js';
 import { InputRateMeter } from '../../../src/runtime/input-rate.js';
@@ -15,7 +17,12 @@ import { StateIoError } from '../../../src/state/errors.js';
  * the task manager resets the task (a new fence, state and offsets from the last checkpoint), or
  * fails the worker over on a full disk; never a dead letter.
  */
-function manager() {
+function manager(
+  opts: {
+    commitIntervalMs?: number;
+    commit?: (offsets: ReadonlyArray<{ offset: string }>) => Promise<void>;
+  } = {},
+) {
   const app = new App({ id: 'unit-tm' });
   app.stream('orders', { key: string(), value: json<unknown>() }).to('out');
   const topology = app.topology();
@@ -26,7 +33,8 @@ function manager() {
     transactionalProducer: async () => {
       fences.push(Date.now());
       return {
-        async commitTransaction() {
+        async commitTransaction(_records: unknown, o: { offsets: ReadonlyArray<{ offset: string }> }) {
+          await opts.commit?.(o.offsets);
           return new Map();
         },
         async close() {},
@@ -40,7 +48,13 @@ function manager() {
   const m = new TaskManager({
     appId: 'unit-tm',
     topology,
-    config: loadConfig({ overrides: { kafka: { brokers: ['127.0.0.1:1'] } }, env: {} }),
+    config: loadConfig({
+      overrides: {
+        kafka: { brokers: ['127.0.0.1:1'] },
+        processing: { commitIntervalMs: opts.commitIntervalMs ?? 100 },
+      },
+      env: {},
+    }),
     client,
     logger: createLogger({ level: 'silent', format: 'json' }),
     metrics,
@@ -83,5 +97,57 @@ test('a batch that failed with a StateIoError should reset the task; a full disk
   m.processingFailed(task, new StateIoError('/state', 'read', 'disk full', { diskFull: true }));
   assert.equal(failedOver.length, 1, 'a full disk fails the worker over');
   assert.equal(task.state, 'running', 'and does not reset the task');
+  await m.closeAll({ checkpoint: false });
+});
+
+function batchOf(n: number, done: string[]): BatchContext {
+  const records: InRecord[] = [];
+  for (let i = 0; i < n; i++)
+    records.push({ key: Buffer.from(`k${i}`), value: Buffer.from('{}'), offset: String(i), timestamp: '0' });
+  return {
+    topic: 'orders',
+    partition: 0,
+    records,
+    highWatermark: String(n),
+    fetchedTo: String(n - 1),
+    isStale: () => false,
+    resolveOffset: (o) => done.push(o),
+    heartbeat: async () => undefined,
+  };
+}
+
+test('a large batch should be processed in slices, a due checkpoint starting between two of them with the slices before it', async () => {
+  const commits: string[] = [];
+  const { m } = manager({ commitIntervalMs: 1, commit: async (o) => void commits.push(o[0]!.offset) });
+  await m.onAssignment([{ topic: 'orders', partition: 0 }]);
+  const task = m.tasks.get('0_0')!;
+  await task.whenReady();
+  await new Promise((r) => setTimeout(r, 5)); // a checkpoint is due
+  const resolved: string[] = [];
+  assert.equal(await m.processBatch(task, batchOf(2500, resolved), () => true), 2500);
+  assert.deepEqual(resolved, ['999', '1999', '2499'], 'three slices');
+  assert.equal(commits[0], '1000', 'the first checkpoint holds the first slice, started before the rest');
+  await m.closeAll({ checkpoint: false });
+});
+
+test('a batch should stop at the slice where its task was reset meanwhile: the rest comes again from the last checkpoint', async () => {
+  let fail = true;
+  const { m } = manager({
+    commitIntervalMs: 1,
+    commit: async () => {
+      if (fail) throw new Error('broker gone');
+    },
+  });
+  await m.onAssignment([{ topic: 'orders', partition: 0 }]);
+  const task = m.tasks.get('0_0')!;
+  await task.whenReady();
+  await new Promise((r) => setTimeout(r, 5));
+  const resolved: string[] = [];
+  // The checkpoint started after the first slice fails: the task resets to its last checkpoint.
+  assert.equal(await m.processBatch(task, batchOf(2500, resolved), () => true), 1000);
+  assert.deepEqual(resolved, ['999']);
+  fail = false;
+  await task.whenReady();
+  assert.equal(task.positionOf('orders'), 0n, 'back at the last checkpoint (none yet: the start)');
   await m.closeAll({ checkpoint: false });
 });
