@@ -135,7 +135,7 @@ export function portInUse(port: number): Promise<boolean> {
  * kept reconnecting to one another).
  */
 export async function freePort(): Promise<number> {
-  const [low, high] = freePortRange();
+  const [low, high] = belowEphemeral();
   for (let i = 0; i < 200; i++) {
     const port = low + Math.floor(Math.random() * (high - low));
     if (!(await portInUse(port))) return port;
@@ -144,7 +144,7 @@ export async function freePort(): Promise<number> {
 }
 
 /** Where {@link freePort} looks: [10000, start of the ephemeral range), or the OS's pick when that is empty. */
-function freePortRange(): [number, number] {
+function belowEphemeral(): [number, number] {
   let ephemeralLow = 32768;
   try {
     const first = Number(

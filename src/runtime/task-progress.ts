@@ -21,11 +21,6 @@ export class TaskProgress {
   lastCheckpoint = Date.now();
   readonly watermark: Watermark;
 
-  /** Next offset to process per input topic, as text (/status); null before the first assignment. */
-  positions(topics: readonly string[]): Record<string, string | null> {
-    return Object.fromEntries(topics.map((t) => [t, this.next.get(t)?.toString() ?? null]));
-  }
-
   constructor(
     p: Pick<SluiceConfig['processing'], 'maxOutOfOrdernessMs' | 'idleTimeoutMs' | 'idleAdvanceMs'>,
     sub?: SubTopology,
@@ -38,6 +33,11 @@ export class TaskProgress {
       advanceMs: p.idleAdvanceMs,
     });
     this.#idleness = p.idleTimeoutMs > 0 || p.idleAdvanceMs > 0;
+  }
+
+  /** Next offset to process per input topic, as text (/status); null before the first assignment. */
+  positions(topics: readonly string[]): Record<string, string | null> {
+    return Object.fromEntries(topics.map((t) => [t, this.next.get(t)?.toString() ?? null]));
   }
 
   readonly #idleness: boolean;
