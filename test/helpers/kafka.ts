@@ -119,6 +119,14 @@ export async function readAll(
   });
   const out: ReadRecord[] = [];
   let last = Date.now();
+  // A reader that crashed (kafkajs restarts it or not) reads on from its last commit or stops: a
+  // shortfall or a duplicate in a test's output may be the reader's, so say so in the test's log.
+  consumer.on(consumer.events.CRASH, (e) => {
+    const { error, restart } = e.payload as { error: Error; restart: boolean };
+    process.stderr.write(
+      `readAll(${topic}): reader crashed (restart: ${restart}): ${error?.stack ?? error}\n`,
+    );
+  });
   await consumer.connect();
   await consumer.subscribe({ topic, fromBeginning: true });
   await consumer.run({

@@ -2,17 +2,20 @@ import assert from 'node:assert/strict';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { test } from 'node:test';
+import { type TestContext, test } from 'node:test';
+import { readCommittedWithJava } from '../../bench/java-reader.js';
 import {
+  brokers,
   createTopics,
   deleteTopicsMatching,
   produce,
+  type ReadRecord,
   readAll,
   type TestRecord,
   uniqueName,
 } from '../helpers/kafka.js';
 import { rng } from '../helpers/running-sum.js';
-import { spawnWorker, type WorkerProcess } from '../helpers/workers.js';
+import { dumpWorkerLogs, spawnWorker, type WorkerProcess } from '../helpers/workers.js';
 
 interface R {
   k: string;
@@ -26,6 +29,38 @@ const PARTITIONS = 4;
 const KEYS = 40;
 const N_WINDOW = Number(process.env.TEST_WINDOW_CRASH_RECORDS ?? 20_000);
 const N_JOIN = N_WINDOW / 2;
+
+/**
+ * When the test's kafkajs reader (which carries Sluice's kafkajs patches, so is partly the code
+ * under test) has fewer records than expected: what Kafka's own console consumer reads
+ * (read_committed) per partition beside it, and the workers' last own log lines. The same count
+ * from both says Sluice's output is short; more from the console consumer says the reader is.
+ */
+async function diagnoseShortfall(
+  t: TestContext,
+  topic: string,
+  got: ReadRecord[],
+  expected: number,
+  workers: readonly WorkerProcess[],
+): Promise<void> {
+  if (got.length >= expected) return;
+  const perPartition = (l: ReadonlyArray<{ partition: number; offset: string | number }>) => {
+    const m = new Map<number, { n: number; last: string }>();
+    for (const r of l) {
+      const e = m.get(r.partition) ?? { n: 0, last: '-' };
+      m.set(r.partition, { n: e.n + 1, last: String(r.offset) });
+    }
+    return JSON.stringify([...m].sort((a, b) => a[0] - b[0]));
+  };
+  t.diagnostic(`${topic}: kafkajs reader ${got.length} of ${expected}, per partition ${perPartition(got)}`);
+  try {
+    const java = await readCommittedWithJava(brokers().join(','), topic, { withValues: false });
+    t.diagnostic(`${topic}: console consumer ${java.length}, per partition ${perPartition(java)}`);
+  } catch (e) {
+    t.diagnostic(`${topic}: console consumer failed: ${String(e)}`);
+  }
+  dumpWorkerLogs(workers);
+}
 
 const rec = (r: R): TestRecord => ({
   key: r.k,
@@ -94,6 +129,8 @@ test('exactly-once should hold for a windowed aggregation and a stream-stream jo
   const workers: Array<WorkerProcess | undefined> = slots.map((s) =>
     spawnWorker('window-join-crash', { ...s, env, args }),
   );
+  // Every process, the killed ones too, for the logs of a failure.
+  const spawned = workers.filter((w): w is WorkerProcess => w !== undefined);
   t.after(async () => {
     await Promise.all(workers.map((w) => w?.kill('SIGKILL')));
     await deleteTopicsMatching(id);
@@ -113,12 +150,14 @@ test('exactly-once should hold for a windowed aggregation and a stream-stream jo
       kills++;
       await new Promise((r) => setTimeout(r, random() * 1000));
       workers[victim] = spawnWorker('window-join-crash', { ...slots[victim]!, env, args });
+      spawned.push(workers[victim]!);
     }
   }
   assert.ok(kills >= 5, 'several SIGKILLs');
 
   const wait = { timeoutMs: 240_000, settleMs: 4000 };
   const outW = await readAll(topic('windows'), { ...wait, expected: windows.size });
+  await diagnoseShortfall(t, topic('windows'), outW, windows.size, spawned);
   const got = new Map<string, unknown>();
   for (const r of outW) {
     if (r.key!.startsWith('flush')) continue;
@@ -130,6 +169,7 @@ test('exactly-once should hold for a windowed aggregation and a stream-stream jo
   assert.equal(got.size, windows.size, 'every window result once');
   for (const [wid, v] of windows) assert.deepEqual(got.get(wid), v, wid);
   const outLate = await readAll(topic('late'), { ...wait, expected: late.length });
+  await diagnoseShortfall(t, topic('late'), outLate, late.length, spawned);
   assert.ok(late.length > 100, `the input has late records (${late.length})`);
   assert.deepEqual(
     outLate.map((r) => r.value).sort(),
@@ -137,6 +177,7 @@ test('exactly-once should hold for a windowed aggregation and a stream-stream jo
     'every late record once in the side output',
   );
   const outPairs = await readAll(topic('pairs'), { ...wait, expected: pairs.length });
+  await diagnoseShortfall(t, topic('pairs'), outPairs, pairs.length, spawned);
   assert.ok(pairs.length > 1000, `the input makes pairs (${pairs.length})`);
   assert.equal(outPairs.length, pairs.length, 'join output count');
   assert.deepEqual(outPairs.map((r) => r.value).sort(), pairs.sort(), 'every pair once');
