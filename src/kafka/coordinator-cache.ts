@@ -9,7 +9,8 @@
  * Installed on each producer's own cluster (by the producer's send function, send-messages.ts),
  * this keeps the answer per coordinator type and key, as the Java clients do, until a request
  * to that broker fails in any way (NOT_COORDINATOR when the coordinator moved,
- * COORDINATOR_NOT_AVAILABLE, a closed or timed-out connection, or any other error): the next
+ * COORDINATOR_NOT_AVAILABLE, a closed or timed-out connection, or any other error but
+ * CONCURRENT_TRANSACTIONS, which only the coordinator answers): the next
  * lookup then asks the cluster again, so kafkajs's retries of the failed request go to the
  * coordinator as it is then. Concurrent lookups of one coordinator share one request. A request
  * the broker refused because it is not (or not yet) the coordinator (NOT_COORDINATOR,
@@ -30,6 +31,13 @@ const MOVED = new Set([
   'GROUP_COORDINATOR_NOT_AVAILABLE',
 ]);
 const moved = (e: Any) => e != null && (MOVED.has(e.type) || e.code === 15 || e.code === 16);
+
+/**
+ * CONCURRENT_TRANSACTIONS: the coordinator's own answer (it is still completing this
+ * transactional id's last change), so it is the coordinator: kept, and the request is tried again
+ * by its caller (send-messages.ts, producer.ts) after a few ms.
+ */
+const stillCoordinator = (e: Any) => e != null && (e.type === 'CONCURRENT_TRANSACTIONS' || e.code === 51);
 
 /**
  * The broker, with every method call that throws or rejects dropping it from the cache (the
@@ -56,6 +64,7 @@ function watched(
         }
         if (r === null || typeof (r as Promise<unknown>)?.then !== 'function') return r;
         return (r as Promise<unknown>).then(undefined, (e) => {
+          if (stillCoordinator(e)) throw e;
           forget();
           if (!moved(e)) throw e;
           return again(prop, args);

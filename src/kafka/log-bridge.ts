@@ -8,20 +8,23 @@ import type { Logger } from '../ops/logger.js';
  * the failures that matter and logs those itself, so kafkajs's ERROR becomes pino's warn.
  */
 /**
- * Broker answers that only say leadership is moving (`NOT_LEADER_FOR_PARTITION`,
- * `LEADER_NOT_AVAILABLE`): right after topics are created, or a broker restarts, kafkajs logs one
- * per request (43 on a first start) and retries with fresh metadata. They go to debug; a
- * leadership that never settles ends in an error Sluice reports itself.
+ * Broker answers that are retried as a matter of course, which kafkajs logs once per request:
+ * - leadership moving (`NOT_LEADER_FOR_PARTITION`, `LEADER_NOT_AVAILABLE`): right after topics
+ *   are created, or a broker restarts (43 on a first start), retried with fresh metadata;
+ * - `CONCURRENT_TRANSACTIONS`: the coordinator still completing the previous transaction, its
+ *   request sent again a few ms later (send-messages.ts, producer.ts).
+ * They go to debug; one that never settles ends in an error Sluice reports itself.
  */
-const LEADERSHIP_NOISE = [
+const RETRIED_ANSWERS = [
   'This server is not the leader for that topic-partition',
   'There is no leader for this topic-partition as we are in the middle of a leadership election',
+  'The producer attempted to update a transaction while another concurrent operation on the same transaction was ongoing',
 ];
 
-/** True for a kafkajs log line that only reports a retriable leadership change. */
-export function isLeadershipNoise(message: unknown, extra: Record<string, unknown>): boolean {
+/** True for a kafkajs log line that only reports a broker answer retried as a matter of course. */
+export function isRetriedAnswer(message: unknown, extra: Record<string, unknown>): boolean {
   const text = typeof extra.error === 'string' ? extra.error : typeof message === 'string' ? message : '';
-  return LEADERSHIP_NOISE.some((m) => text.includes(m));
+  return RETRIED_ANSWERS.some((m) => text.includes(m));
 }
 
 export function kafkaLogCreator(logger: Logger): logCreator {
@@ -33,7 +36,7 @@ export function kafkaLogCreator(logger: Logger): logCreator {
       // fails is rebuilt from its last checkpoint, which keeps exactly-once without endless retry.
       if (typeof message === 'string' && message.startsWith('Limiting retries for the idempotent producer'))
         return;
-      if (isLeadershipNoise(message, extra)) {
+      if (isRetriedAnswer(message, extra)) {
         child.debug(extra, message);
         return;
       }

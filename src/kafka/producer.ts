@@ -1,7 +1,13 @@
 import './kafkajs-preload.js';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { CompressionTypes, type Producer, type RecordMetadata, type Transaction } from 'kafkajs';
 import { someInChain } from './error-chain.js';
-import { ON_PARTITIONS_ADDED } from './send-messages.js';
+import {
+  CONCURRENT_TRANSACTIONS_ATTEMPTS,
+  concurrentTransactionsBackoffMs,
+  isConcurrentTransactions,
+  ON_PARTITIONS_ADDED,
+} from './send-messages.js';
 import type { OutRecord, TopicPartitionOffset } from './types.js';
 
 export type TopicRecords = ReadonlyMap<string, OutRecord[]>;
@@ -126,21 +132,6 @@ export class PlainProducer {
     await this.#p.disconnect();
   }
 }
-
-/**
- * CONCURRENT_TRANSACTIONS (51): the transaction coordinator is still completing a state change of
- * this transactional id (appending the last AddPartitionsToTxn, or the previous transaction's
- * commit markers, to its replicated log: longer on a 3-node cluster, where each append waits for
- * the in-sync replicas). The Java producer sends the request again after a backoff.
- */
-export function isConcurrentTransactions(e: unknown): boolean {
-  return someInChain(e, (x) => x.type === 'CONCURRENT_TRANSACTIONS' || x.code === 51);
-}
-
-/** Tries of sendOffsets that meet CONCURRENT_TRANSACTIONS (backoff 40 ms doubling to 1 s: ~10 s). */
-const OFFSETS_ATTEMPTS = 15;
-
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 /**
  * A transactional producer owned by one task. One checkpoint = one transaction: outputs and
@@ -275,8 +266,8 @@ export class TransactionalProducer {
         await step(tx.sendOffsets({ consumerGroupId: offsets.groupId, topics }));
         return;
       } catch (e) {
-        if (!isConcurrentTransactions(e) || attempt >= OFFSETS_ATTEMPTS) throw e;
-        await step(sleep(Math.min(1000, 20 * 2 ** attempt)));
+        if (!isConcurrentTransactions(e) || attempt >= CONCURRENT_TRANSACTIONS_ATTEMPTS) throw e;
+        await step(sleep(concurrentTransactionsBackoffMs(attempt)));
       }
     }
   }

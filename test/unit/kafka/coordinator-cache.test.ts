@@ -22,6 +22,10 @@ function fakeCluster() {
         addOffsetsToTxn() {
           throw new Error('thrown at once');
         },
+        async addPartitionsToTxn() {
+          c.calls++;
+          throw Object.assign(new Error('concurrent'), { type: 'CONCURRENT_TRANSACTIONS', code: 51 });
+        },
         async txnOffsetCommit() {
           c.calls++;
           throw Object.assign(new Error('timed out'), { type: 'REQUEST_TIMED_OUT' });
@@ -56,6 +60,16 @@ test('a coordinator is looked up once and reused until a request to it fails; a 
   assert.equal(c.calls, 1);
   await c.findGroupCoordinator({ groupId: 'tx-1', coordinatorType: 1 });
   assert.equal(c.lookups, 4);
+});
+
+test('CONCURRENT_TRANSACTIONS is the coordinator answering: it reaches the caller, and the coordinator is kept', async () => {
+  const c = fakeCluster();
+  cacheCoordinators(c);
+  const b = await c.findGroupCoordinator({ groupId: 'tx-1', coordinatorType: 1 });
+  await assert.rejects(b.addPartitionsToTxn(), /concurrent/);
+  assert.equal(c.calls, 1); // not sent again by the cache: its caller waits and tries again
+  await c.findGroupCoordinator({ groupId: 'tx-1', coordinatorType: 1 });
+  assert.equal(c.lookups, 1);
 });
 
 test('cached per coordinator type and key; concurrent lookups share one request', async () => {

@@ -2,25 +2,31 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { logLevel } from 'kafkajs';
 import { pino } from 'pino';
-import { isLeadershipNoise, kafkaLogCreator } from '../../../src/kafka/log-bridge.js';
+import { isRetriedAnswer, kafkaLogCreator } from '../../../src/kafka/log-bridge.js';
 
-test('isLeadershipNoise should recognise kafkajs leadership answers and nothing else', () => {
+test('isRetriedAnswer should recognise leadership and CONCURRENT_TRANSACTIONS answers and nothing else', () => {
   assert.ok(
-    isLeadershipNoise('Response Produce(key: 0, version: 7)', {
+    isRetriedAnswer('Response Produce(key: 0, version: 7)', {
       error: 'This server is not the leader for that topic-partition',
     }),
   );
   assert.ok(
-    isLeadershipNoise('Response Metadata(key: 3, version: 6)', {
+    isRetriedAnswer('Response Metadata(key: 3, version: 6)', {
       error: 'There is no leader for this topic-partition as we are in the middle of a leadership election',
     }),
   );
   assert.ok(
-    !isLeadershipNoise('Response Fetch(key: 1, version: 11)', {
+    !isRetriedAnswer('Response Fetch(key: 1, version: 11)', {
       error: "The coordinator is loading and hence can't process requests",
     }),
   );
-  assert.ok(!isLeadershipNoise('Connection error: connect ECONNREFUSED 127.0.0.1:9092', {}));
+  assert.ok(
+    isRetriedAnswer('Response AddPartitionsToTxn(key: 24, version: 1)', {
+      error:
+        'The producer attempted to update a transaction while another concurrent operation on the same transaction was ongoing',
+    }),
+  );
+  assert.ok(!isRetriedAnswer('Connection error: connect ECONNREFUSED 127.0.0.1:9092', {}));
 });
 
 test('kafkaLogCreator should log leadership noise at debug and other kafkajs errors at warn', () => {

@@ -177,3 +177,77 @@ test("a send's ON_PARTITIONS_ADDED callback runs once every leader's partitions 
   );
   assert.equal(calls.length, 5, calls.join(' | '));
 });
+
+test('an AddPartitionsToTxn refused with CONCURRENT_TRANSACTIONS is sent again after a few ms, in place, not through the retrier', async () => {
+  const { sendMessagesFactory } = await import('../../../src/kafka/send-messages.js');
+  const { groupMessagesPerPartition } = await import('../../../src/kafka/kafkajs-patch.js');
+  const w = world();
+  const calls: string[] = [];
+  let refusals = 3;
+  let retrierTries = 0;
+  const eosManager = {
+    ...w.deps.eosManager,
+    isTransactional: () => true,
+    getTransactionalId: () => 'app-0_0',
+    async addPartitionsToTransaction() {
+      calls.push('add');
+      if (refusals-- > 0)
+        throw Object.assign(new Error('concurrent'), {
+          name: 'KafkaJSProtocolError',
+          type: 'CONCURRENT_TRANSACTIONS',
+          code: 51,
+          retriable: true,
+        });
+    },
+  };
+  const cluster = {
+    ...w.deps.cluster,
+    async refreshMetadata() {
+      calls.push('metadata');
+    },
+  };
+  const retrier = (fn: any) => {
+    retrierTries++;
+    return w.deps.retrier(fn);
+  };
+  const send = sendMessagesFactory(groupMessagesPerPartition as any)({
+    ...w.deps,
+    cluster,
+    eosManager,
+    retrier,
+  });
+  const started = performance.now();
+  await send({
+    acks: -1,
+    timeout: 1000,
+    topicMessages: [{ topic: 't', messages: [{ partition: 0, value: 'a' }] }],
+  });
+  const took = performance.now() - started;
+  assert.deepEqual(calls, ['add', 'add', 'add', 'add']);
+  assert.equal(retrierTries, 1);
+  // 5 + 10 + 20 ms of backoff (timers may run late on a loaded machine, never early).
+  assert.ok(took >= 35, `took ${took} ms`);
+
+  // Any other error goes to the retrier as before: a metadata refresh, then its next try.
+  calls.length = 0;
+  let other = true;
+  eosManager.addPartitionsToTransaction = async () => {
+    calls.push('add');
+    if (other) {
+      other = false;
+      throw Object.assign(new Error('timed out'), {
+        name: 'KafkaJSProtocolError',
+        type: 'REQUEST_TIMED_OUT',
+        code: 7,
+        retriable: true,
+      });
+    }
+  };
+  await send({
+    acks: -1,
+    timeout: 1000,
+    topicMessages: [{ topic: 't', messages: [{ partition: 0, value: 'a' }] }],
+  });
+  assert.deepEqual(calls, ['add', 'metadata', 'add']);
+  assert.equal(retrierTries, 2);
+});
