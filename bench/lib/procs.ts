@@ -5,7 +5,7 @@
  * direct child so /proc/<pid> is its own.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { appendFileSync, readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { freePort } from '../../src/dev/broker-process.js';
@@ -150,12 +150,15 @@ export async function startProc(s: RunSpec): Promise<Proc> {
   }
   const child = spawn(cmd, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
   const logs: string[] = [];
+  // SLUICE_BENCH_LOGS=file: every line of every process, to read after the run.
+  const tee = process.env.SLUICE_BENCH_LOGS;
   const lines: string[] = [];
   let running = false;
   const onData = (d: Buffer) => {
     for (const line of d.toString().split('\n')) {
       if (!line) continue;
       logs.push(line);
+      if (tee) appendFileSync(tee, `${line}\n`);
       if (line === 'STATE RUNNING') running = true;
       if (line.startsWith('STATE ') && line !== 'STATE RUNNING') running = false;
       if (/^(FIRST|DONE|P10|P90) /.test(line) || line === 'READY') lines.push(line);
