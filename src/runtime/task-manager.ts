@@ -9,6 +9,7 @@ import type { WorkerMetrics } from '../ops/metrics.js';
 import type { Topology } from '../topology/build.js';
 import { AsyncBudget } from './async-stage.js';
 import type { InputRateMeter } from './input-rate.js';
+import { SliceSize } from './slice-size.js';
 import { Task, type TaskDeps } from './task.js';
 import type { TaskState } from './task-state.js';
 import { deadLetterTopic } from './topics.js';
@@ -19,8 +20,6 @@ import { deadLetterTopic } from './topics.js';
  * below the rebalance timeout (60 s), within which the group waits for this member to rejoin.
  */
 const REJOIN_CHECKPOINT_MS = 10_000;
-/** Records processed at a time from a fetched batch (see TaskManager.processBatch). */
-const SLICE_RECORDS = 1000;
 
 /** Opens a task's state; supplied by the state module (restore.ts). */
 export type OpenState = (
@@ -65,6 +64,8 @@ export interface TaskManagerDeps extends WorkerParts {
  */
 export class TaskManager {
   readonly #tasks = new Map<string, Task>();
+  /** Each task's slice size, from its cost per record (slice-size.ts). */
+  readonly #slices = new WeakMap<Task, SliceSize>();
   readonly #d: TaskManagerDeps;
 
   constructor(deps: TaskManagerDeps) {
@@ -193,19 +194,31 @@ export class TaskManager {
   /**
    * Processes a batch of one input partition, in slices: of the async stages' `concurrency` for
    * a task with async stages, waiting for room before each (a fetched batch of ~1 MiB would
-   * otherwise enter a stage whole), else of {@link SLICE_RECORDS}. Between two slices a due
-   * checkpoint starts (its snapshot holds the slices before it, as Kafka Streams commits between
-   * records) and the event loop runs once, so the answers of checkpoints in flight and the
-   * timers are not held up for a whole fetched batch (issue 19: a 1 MiB batch is about 10k
-   * records, 100 ms of processing). The unprocessed rest of a batch that went stale, or of a task
-   * reset meanwhile (its position moved back), is fetched again from the task's position.
+   * otherwise enter a stage whole), else of about 2 ms of processing ({@link SliceSize}).
+   * Between two slices a due checkpoint starts (its snapshot holds the slices before it, as
+   * Kafka Streams commits between records) and the event loop runs once, so the answers of
+   * checkpoints in flight and the timers are not held up for a whole fetched batch (issue 19: a
+   * 1 MiB batch is about 10k records, 100 ms of processing). The unprocessed rest of a batch that
+   * went stale, or of a task reset meanwhile (its position moved back), is fetched again.
    */
   async processBatch(task: Task, b: BatchContext, running: () => boolean): Promise<number> {
-    const chunk = task.async.chunk > 0 ? task.async.chunk : SLICE_RECORDS;
-    if (b.records.length <= chunk) return task.process(b.topic, b.records, b.resolveOffset);
+    const fixed = task.async.chunk > 0 ? task.async.chunk : undefined;
+    let sizer = this.#slices.get(task);
+    if (sizer === undefined) this.#slices.set(task, (sizer = new SliceSize()));
+    const slice = (from: number, to: number): number => {
+      const started = performance.now();
+      const n = task.process(
+        b.topic,
+        from === 0 && to >= b.records.length ? b.records : b.records.slice(from, to),
+        b.resolveOffset,
+      );
+      sizer.observe(Math.min(to, b.records.length) - from, performance.now() - started);
+      return n;
+    };
+    if (b.records.length <= (fixed ?? sizer.records)) return slice(0, b.records.length);
     let n = 0;
     let at: bigint | undefined;
-    for (let i = 0; i < b.records.length; i += chunk) {
+    for (let i = 0; i < b.records.length; ) {
       if (i > 0) {
         if (task.checkpointDue) void this.checkpoint(task);
         await new Promise<void>((r) => setImmediate(r));
@@ -214,7 +227,9 @@ export class TaskManager {
       if (task.async.backlogged) await this.awaitRoom(task, b.heartbeat, running);
       if (b.isStale() || !this.owns(task) || task.state !== 'running' || !running()) break;
       if (i > 0 && task.positionOf(b.topic) !== at) break;
-      n += task.process(b.topic, b.records.slice(i, i + chunk), b.resolveOffset);
+      const to = i + (fixed ?? sizer.records);
+      n += slice(i, to);
+      i = to;
       at = task.positionOf(b.topic);
     }
     return n;

@@ -125,7 +125,14 @@ test('a large batch should be processed in slices, a due checkpoint starting bet
   await new Promise((r) => setTimeout(r, 5)); // a checkpoint is due
   const resolved: string[] = [];
   assert.equal(await m.processBatch(task, batchOf(2500, resolved), () => true), 2500);
-  assert.deepEqual(resolved, ['999', '1999', '2499'], 'three slices');
+  // The first slice is 1000 records; the rest are sized by their cost (about 2 ms each).
+  assert.ok(resolved.length >= 3, `slices: ${resolved.join(' ')}`);
+  assert.equal(resolved[0], '999');
+  assert.equal(resolved.at(-1), '2499');
+  for (let i = 1; i < resolved.length; i++) {
+    const size = Number(resolved[i]) - Number(resolved[i - 1]);
+    assert.ok(size > 0 && size <= 1000, `slices: ${resolved.join(' ')}`);
+  }
   assert.equal(commits[0], '1000', 'the first checkpoint holds the first slice, started before the rest');
   await m.closeAll({ checkpoint: false });
 });
