@@ -115,6 +115,8 @@ export async function startProc(s: RunSpec): Promise<Proc> {
     cmd = process.execPath;
     args = [
       ...(s.nodeArgs ?? []),
+      // SLUICE_BENCH_NODE_ARGS='--cpu-prof --cpu-prof-dir=/tmp/p': for any bench's Sluice workers.
+      ...(process.env.SLUICE_BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean),
       s.sluiceRoot ? join(s.sluiceRoot, 'bin/sluice.js') : SLUICE_BIN,
       'run',
       s.sluiceRoot

@@ -198,6 +198,9 @@ export async function cleanUp(
   stateDir: string,
   id: string,
 ) {
+  // Under SLUICE_BENCH_NODE_ARGS (a --cpu-prof run), a clean stop first: the profile is written at exit.
+  if (proc && process.env.SLUICE_BENCH_NODE_ARGS)
+    await Promise.race([proc.kill('SIGTERM'), new Promise((r) => setTimeout(r, 15_000))]);
   await proc?.kill('SIGKILL');
   await poll.close();
   rmSync(stateDir, { recursive: true, force: true });
