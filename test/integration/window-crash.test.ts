@@ -62,6 +62,25 @@ async function diagnoseShortfall(
   dumpWorkerLogs(workers);
 }
 
+/**
+ * The windows without a result, per input partition (key index mod 4): how many, and from which
+ * window start. All missing from some start on says that partition's processing stopped there.
+ */
+function missingWindows(expected: Iterable<string>, got: ReadonlyMap<string, unknown>): string {
+  const per = new Map<number, { n: number; from: number; to: number }>();
+  for (const wid of expected) {
+    if (got.has(wid)) continue;
+    const [k, start] = wid.split('|') as [string, string];
+    const p = Number(k.slice(1)) % PARTITIONS;
+    const e = per.get(p) ?? { n: 0, from: Number.POSITIVE_INFINITY, to: Number.NEGATIVE_INFINITY };
+    per.set(p, { n: e.n + 1, from: Math.min(e.from, Number(start)), to: Math.max(e.to, Number(start)) });
+  }
+  const parts = [...per]
+    .sort((a, b) => a[0] - b[0])
+    .map(([p, e]) => `input partition ${p}: ${e.n} (starts ${e.from}–${e.to})`);
+  return `missing windows: ${parts.join('; ')}`;
+}
+
 const rec = (r: R): TestRecord => ({
   key: r.k,
   value: JSON.stringify({ k: r.k, v: r.v, seq: r.seq, t: r.t }),
@@ -166,6 +185,7 @@ test('exactly-once should hold for a windowed aggregation and a stream-stream jo
     assert.ok(!got.has(wid), `window ${wid} emitted twice`);
     got.set(wid, v.value);
   }
+  if (got.size < windows.size) t.diagnostic(missingWindows(windows.keys(), got));
   assert.equal(got.size, windows.size, 'every window result once');
   for (const [wid, v] of windows) assert.deepEqual(got.get(wid), v, wid);
   const outLate = await readAll(topic('late'), { ...wait, expected: late.length });
