@@ -66,6 +66,14 @@ export function concurrentTransactionsBackoffMs(attempt: number): number {
 export const CONCURRENT_TRANSACTIONS_ATTEMPTS = 15;
 
 /**
+ * AddPartitionsToTxn's tries in place (5 + 10 + 20 + 40 + 80 ms of waits: the markers of the
+ * previous transaction take a few ms). Past them the error goes to the send's retrier, which
+ * refreshes metadata, waits its own backoff and sends again (each of its tries with these in
+ * place): a coordinator stuck for longer fails the checkpoint after about as long as before.
+ */
+const ADD_PARTITIONS_ATTEMPTS = 6;
+
+/**
  * AddPartitionsToTxn, sent again after a short wait while the coordinator answers
  * CONCURRENT_TRANSACTIONS. Left to the send's retrier, each refusal cost a metadata refresh and
  * the client's retry backoff (200 ms and more, client.ts), on the way to the commit: in the
@@ -78,7 +86,7 @@ async function addPartitions(eosManager: Any, topicData: unknown): Promise<void>
       await eosManager.addPartitionsToTransaction(topicData);
       return;
     } catch (e) {
-      if (!isConcurrentTransactions(e) || attempt >= CONCURRENT_TRANSACTIONS_ATTEMPTS) throw e;
+      if (!isConcurrentTransactions(e) || attempt >= ADD_PARTITIONS_ATTEMPTS) throw e;
       await sleep(concurrentTransactionsBackoffMs(attempt));
     }
   }

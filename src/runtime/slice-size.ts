@@ -22,11 +22,16 @@ export class SliceSize {
     return this.#records;
   }
 
-  /** A slice of `records` took `ms`: the next one aims at {@link SLICE_MS}, halfway from this one's size. */
+  /**
+   * A slice of `records` took `ms`: the next one aims at {@link SLICE_MS}, at once when this one
+   * was too long (an answer waiting on the loop should not wait behind several), halfway when it
+   * was short. A slice of fewer than {@link SLICE_RECORDS_MIN} records says little (a batch of one
+   * record is mostly the per-call cost) and is not counted.
+   */
   observe(records: number, ms: number): void {
-    if (records <= 0) return;
+    if (records < SLICE_RECORDS_MIN) return;
     const fit = ms > 0 ? (SLICE_MS * records) / ms : SLICE_RECORDS_MAX;
-    const next = Math.round((this.#records + fit) / 2);
+    const next = Math.round(fit < this.#records ? fit : (this.#records + fit) / 2);
     this.#records = Math.min(SLICE_RECORDS_MAX, Math.max(SLICE_RECORDS_MIN, next));
   }
 }
