@@ -4,9 +4,8 @@ import { CompressionTypes, type Producer, type RecordMetadata, type Transaction 
 import { someInChain } from './error-chain.js';
 import {
   CONCURRENT_TRANSACTIONS_ATTEMPTS,
-  concurrentTransactionsBackoffMs,
-  isConcurrentTransactions,
   ON_PARTITIONS_ADDED,
+  retryConcurrentTransactions,
 } from './send-messages.js';
 import type { OutRecord, TopicPartitionOffset } from './types.js';
 
@@ -259,17 +258,13 @@ export class TransactionalProducer {
       l.push({ partition: o.partition, offset: o.offset, metadata: o.metadata ?? null });
     }
     const topics = [...byTopic].map(([topic, partitions]) => ({ topic, partitions }));
-    // kafkajs retries CONCURRENT_TRANSACTIONS on AddPartitionsToTxn but not on the
-    // AddOffsetsToTxn of sendOffsets: it failed the checkpoint and reset the task.
-    for (let attempt = 1; ; attempt++) {
-      try {
-        await step(tx.sendOffsets({ consumerGroupId: offsets.groupId, topics }));
-        return;
-      } catch (e) {
-        if (!isConcurrentTransactions(e) || attempt >= CONCURRENT_TRANSACTIONS_ATTEMPTS) throw e;
-        await step(sleep(concurrentTransactionsBackoffMs(attempt)));
-      }
-    }
+    // kafkajs's sendOffsets throws on CONCURRENT_TRANSACTIONS (AddOffsetsToTxn): that failed the
+    // checkpoint and reset the task.
+    await retryConcurrentTransactions(
+      () => step(tx.sendOffsets({ consumerGroupId: offsets.groupId, topics })),
+      CONCURRENT_TRANSACTIONS_ATTEMPTS,
+      (ms) => step(sleep(ms)),
+    );
   }
 
   get inTransaction(): boolean {

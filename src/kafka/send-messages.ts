@@ -53,16 +53,7 @@ export function isConcurrentTransactions(e: unknown): boolean {
   return someInChain(e, (x) => x.type === 'CONCURRENT_TRANSACTIONS' || x.code === 51);
 }
 
-/**
- * The wait before try `attempt` + 1 of a request refused with CONCURRENT_TRANSACTIONS: 5 ms,
- * doubling to 1 s. A checkpoint that starts right after the previous one meets it on its first
- * AddPartitionsToTxn while the coordinator writes that one's markers, which takes a few ms.
- */
-export function concurrentTransactionsBackoffMs(attempt: number): number {
-  return Math.min(1000, 5 * 2 ** (attempt - 1));
-}
-
-/** Tries of a request that meets CONCURRENT_TRANSACTIONS (with the backoff above: about 7 s). */
+/** Tries of a request that meets CONCURRENT_TRANSACTIONS (5 ms of wait, doubling to 1 s: about 7 s). */
 export const CONCURRENT_TRANSACTIONS_ATTEMPTS = 15;
 
 /**
@@ -74,20 +65,23 @@ export const CONCURRENT_TRANSACTIONS_ATTEMPTS = 15;
 const ADD_PARTITIONS_ATTEMPTS = 6;
 
 /**
- * AddPartitionsToTxn, sent again after a short wait while the coordinator answers
- * CONCURRENT_TRANSACTIONS. Left to the send's retrier, each refusal cost a metadata refresh and
- * the client's retry backoff (200 ms and more, client.ts), on the way to the commit: in the
- * latency bench at 25 % load, 17 of about 500 checkpoints met it, which is the p99 (issue 19).
- * The Java producer retries it after 20 ms (KAFKA-5477).
+ * Sends a transactional request again while the coordinator answers CONCURRENT_TRANSACTIONS:
+ * after 5 ms, doubling to 1 s, up to `attempts` tries; any other error, or the last refusal, is
+ * thrown. A checkpoint that starts right after the previous one meets it on its first
+ * AddPartitionsToTxn while the coordinator writes that one's markers, which takes a few ms; the
+ * Java producer retries it after 20 ms (KAFKA-5477). `wait` lets a caller race the waits too.
  */
-async function addPartitions(eosManager: Any, topicData: unknown): Promise<void> {
+export async function retryConcurrentTransactions<T>(
+  send: () => Promise<T>,
+  attempts: number,
+  wait: (ms: number) => Promise<unknown> = sleep,
+): Promise<T> {
   for (let attempt = 1; ; attempt++) {
     try {
-      await eosManager.addPartitionsToTransaction(topicData);
-      return;
+      return await send();
     } catch (e) {
-      if (!isConcurrentTransactions(e) || attempt >= ADD_PARTITIONS_ATTEMPTS) throw e;
-      await sleep(concurrentTransactionsBackoffMs(attempt));
+      if (!isConcurrentTransactions(e) || attempt >= attempts) throw e;
+      await wait(Math.min(1000, 5 * 2 ** (attempt - 1)));
     }
   }
 }
@@ -174,7 +168,13 @@ export function sendMessagesFactory(groupMessagesPerPartition: Grouper) {
               .filter((t) => t.partitions.length > 0);
             if (still.length === 0) return added();
             const topicData = createTopicData(still);
-            if (eosManager.isTransactional()) await addPartitions(eosManager, topicData);
+            // Retried here, not by the send's retrier: each of its tries costs a metadata refresh and
+            // the client's retry backoff (200 ms and more, client.ts) on the way to the commit.
+            if (eosManager.isTransactional())
+              await retryConcurrentTransactions(
+                () => eosManager.addPartitionsToTransaction(topicData),
+                ADD_PARTITIONS_ATTEMPTS,
+              );
             added();
             for (const { topic, partitions } of topicData)
               for (const entry of partitions) {
