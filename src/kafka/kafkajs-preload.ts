@@ -1,7 +1,8 @@
 /**
  * What must be in place before kafkajs 2.2.4 loads: the fixed read_committed filter
- * (aborted-filter.ts), the linear producer grouping (kafkajs-patch.ts), the one-buffer produce
- * request encoder (produce-encoder.ts) and static group
+ * (aborted-filter.ts), the in-place fetch decoder and numeric Batch offset filter
+ * (fetch-decoder.ts, after the filter), the linear producer grouping (kafkajs-patch.ts), the
+ * one-buffer produce request encoder (produce-encoder.ts) and static group
  * membership (kafkajs-static.ts, last: it loads kafkajs's consumer and index). Every file of
  * src/kafka that imports kafkajs imports this first, so that whichever is evaluated first, kafkajs
  * loads patched. {@link assertKafkajsPatched} (called by every KafkaClient) fails the worker at
@@ -10,6 +11,7 @@
 import { createRequire } from 'node:module';
 import { SluiceError } from '../errors.js';
 import { abortedFilterInstalled } from './aborted-filter.js';
+import { batchFilterPatched, fetchDecoderPatched } from './fetch-decoder.js';
 import { kafkajsGroupingPatched, kafkajsSendPatched } from './kafkajs-patch.js';
 import { staticMembershipInstalled, staticMembershipProblem } from './kafkajs-static.js';
 import { produceEncoderPatched } from './produce-encoder.js';
@@ -42,6 +44,8 @@ export function kafkajsPatchStatus(): KafkajsPatchStatus {
       'per-partition send retries (send-messages.ts)': kafkajsSendPatched,
       'produce request encoder (produce-encoder.ts)': produceEncoderPatched,
       'read_committed aborted filter (aborted-filter.ts)': abortedFilterInstalled,
+      'record batch decoder (fetch-decoder.ts)': fetchDecoderPatched,
+      'consumer batch offset filter (fetch-decoder.ts)': batchFilterPatched,
       'static membership (kafkajs-static.ts)': staticMembershipInstalled,
     },
     problems: staticMembershipProblem === undefined ? [] : [`static membership: ${staticMembershipProblem}`],

@@ -17,6 +17,7 @@
  * (kafkajs-preload.ts); {@link produceEncoderPatched} says whether that worked.
  */
 import { createRequire } from 'node:module';
+import { crc32c } from './crc32c.js';
 
 const require = createRequire(import.meta.url);
 
@@ -276,10 +277,9 @@ export function encodeProduceV3(a: RequestArgs): Buffer {
 
 function kafkajsParts() {
   const Long = require('kafkajs/src/utils/long.js');
-  const crc32C = require('kafkajs/src/protocol/recordBatch/crc32C/index.js') as Crc;
   const toBig = (v: RequestArgs['producerId']): bigint =>
     typeof v === 'object' && v !== null && typeof v.value === 'bigint' ? v.value : Long.fromValue(v).value;
-  return { crc32C, toBig };
+  return { crc32C: crc32c as Crc, toBig };
 }
 
 function patch(): boolean {
