@@ -14,6 +14,7 @@ import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { Kafka, logLevel } from 'kafkajs';
 import type { Click } from './page-views.js';
+import { prng } from './prng.js';
 
 process.env.KAFKAJS_NO_PARTITIONER_WARNING = '1';
 
@@ -66,20 +67,7 @@ export const PAGES = [
 const USERS = 1000;
 const BOT_SHARE = 0.05;
 
-/**
- * mulberry32: a tiny, good-enough seeded PRNG in [0, 1). The bench and the tests draw their
- * seeded inputs from it too.
- */
-export function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+export { prng };
 
 /**
  * An endless, deterministic sequence of clicks. Pages follow a Zipf-like law (a few pages get most

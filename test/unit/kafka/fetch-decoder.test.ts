@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
 import { test } from 'node:test';
+import { prng as rng } from '../../../examples/prng.js';
 import {
   batchFilterPatched,
   decodeBatchAt,
@@ -19,15 +20,6 @@ const Encoder = require('kafkajs/src/protocol/encoder.js');
 const Long = require('kafkajs/src/utils/long.js');
 const Batch = require('kafkajs/src/consumer/batch.js');
 const { Types } = require('kafkajs/src/protocol/message/compression/index.js');
-
-function rng(seed: number) {
-  return () => {
-    seed = (seed + 0x6d2b79f5) | 0;
-    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 interface BatchSpec {
   firstOffset: number | string;

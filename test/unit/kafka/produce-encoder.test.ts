@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
 import { test } from 'node:test';
+import { prng as rng } from '../../../examples/prng.js';
 import { assertKafkajsPatched, kafkajsPatchStatus } from '../../../src/kafka/kafkajs-preload.js';
 import { encodeProduceV3, produceEncoderPatched } from '../../../src/kafka/produce-encoder.js';
 
@@ -21,15 +22,6 @@ async function both(args: any): Promise<[Buffer, Buffer]> {
   } finally {
     Date.now = now;
   }
-}
-
-function rng(seed: number) {
-  return () => {
-    seed = (seed + 0x6d2b79f5) | 0;
-    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 test('the produce encoder is installed before kafkajs loads its producer', () => {

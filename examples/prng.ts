@@ -1,0 +1,15 @@
+/**
+ * mulberry32: a tiny, good-enough seeded PRNG in [0, 1). The bench and the tests draw their
+ * seeded inputs from it too. A module of its own, without kafkajs: tests that check kafkajs was
+ * patched before it loaded use it too.
+ */
+export function prng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
