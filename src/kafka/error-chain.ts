@@ -3,12 +3,16 @@
  * non-retriable or an exhausted retry) with the original as `cause` or `originalError`, and an
  * aggregate keeps its parts in `errors`; cycles are walked once.
  */
-export function someInChain(e: unknown, test: (x: { type?: unknown; code?: unknown }) => boolean): boolean {
+export function someInChain(
+  e: unknown,
+  test: (x: { name?: unknown; type?: unknown; code?: unknown }) => boolean,
+): boolean {
   const seen = new Set<unknown>();
   const walk = (start: unknown): boolean => {
     for (let cur = start; cur !== null && typeof cur === 'object' && !seen.has(cur); ) {
       seen.add(cur);
       const x = cur as {
+        name?: unknown;
         type?: unknown;
         code?: unknown;
         cause?: unknown;
@@ -22,4 +26,41 @@ export function someInChain(e: unknown, test: (x: { type?: unknown; code?: unkno
     return false;
   };
   return walk(e);
+}
+
+/** kafkajs's names, broker error types and socket codes for "no broker to talk to right now". */
+const UNREACHABLE_NAMES = new Set([
+  'KafkaJSGroupCoordinatorNotFound',
+  'KafkaJSBrokerNotFound',
+  'KafkaJSConnectionError',
+  'KafkaJSConnectionClosedError',
+  'KafkaJSRequestTimeoutError',
+  'KafkaJSNoBrokerAvailableError',
+]);
+const UNREACHABLE_TYPES = new Set([
+  'GROUP_COORDINATOR_NOT_AVAILABLE',
+  'NOT_COORDINATOR_FOR_GROUP',
+  'GROUP_LOAD_IN_PROGRESS',
+]);
+const UNREACHABLE_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ETIMEDOUT',
+  'EPIPE',
+  'EHOSTUNREACH',
+  'ENOTFOUND',
+]);
+
+/**
+ * Whether `e` says only that the brokers (or the group's coordinator) could not be reached or
+ * were moving: a broker restart or outage, which a retry outlives, not a fault of the request.
+ */
+export function isBrokerUnreachable(e: unknown): boolean {
+  return someInChain(
+    e,
+    (x) =>
+      (typeof x.name === 'string' && UNREACHABLE_NAMES.has(x.name)) ||
+      (typeof x.type === 'string' && UNREACHABLE_TYPES.has(x.type)) ||
+      (typeof x.code === 'string' && UNREACHABLE_CODES.has(x.code)),
+  );
 }

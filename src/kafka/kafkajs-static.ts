@@ -29,7 +29,7 @@
  * `assertKafkajsPatched` when a KafkaClient is made).
  */
 import { createRequire } from 'node:module';
-import { someInChain } from './error-chain.js';
+import { isBrokerUnreachable, someInChain } from './error-chain.js';
 
 declare module 'kafkajs' {
   interface ConsumerConfig {
@@ -178,6 +178,27 @@ function patchBroker(): void {
   };
 }
 
+/**
+ * kafkajs's coordinator lookup gives up with a non-retriable `KafkaJSGroupCoordinatorNotFound`
+ * once every broker it asked failed, even when each failed only because it was shutting down
+ * ("coordinator not available", then a refused connection). Raised in a rejoin, that crashed the
+ * consumer for good (kafkajs restarts it only when the error's root cause is retriable): a
+ * broker restart cost a worker. Such a failure becomes a retriable error without a `cause`, so
+ * kafkajs's runner retries or restarts the consumer with its backoff; the original stays on it as
+ * `originalError` for the logs.
+ */
+export function retriableLookup(e: unknown, groupId: string): unknown {
+  if (!isBrokerUnreachable(e)) return e;
+  const { KafkaJSError } = require('kafkajs/src/errors.js');
+  const message = e instanceof Error ? e.message : String(e);
+  const err = new KafkaJSError(
+    `the coordinator of group ${groupId} could not be found (${message}); the brokers are restarting or unreachable, retrying`,
+    { retriable: true },
+  );
+  err.originalError = e;
+  return err;
+}
+
 function patchConsumerGroup(): any {
   const path = require.resolve('kafkajs/src/consumer/consumerGroup.js');
   const ConsumerGroup = require(path);
@@ -219,7 +240,9 @@ function patchConsumerGroup(): any {
       // Eager rebalancing: what this member owns is about to be reassigned; let it commit first.
       if (this.beforeJoin) await this.beforeJoin();
       const { groupId, sessionTimeout, rebalanceTimeout, groupInstanceId } = this;
-      this.coordinator = await this.cluster.findGroupCoordinator({ groupId });
+      this.coordinator = await this.cluster.findGroupCoordinator({ groupId }).catch((e: unknown) => {
+        throw retriableLookup(e, groupId);
+      });
       const groupData = await this.coordinator.joinGroup({
         groupId,
         sessionTimeout,

@@ -3,6 +3,7 @@ import { createRequire } from 'node:module';
 import { test } from 'node:test';
 import { SluiceError } from '../../../src/errors.js';
 import '../../../src/kafka/client.js';
+import { isBrokerUnreachable } from '../../../src/kafka/error-chain.js';
 import {
   assertKafkajsPatched,
   KAFKAJS_VERSION,
@@ -257,5 +258,80 @@ test('the beforeJoin hook should run, and be awaited, before every JoinGroup (th
   assert.deepEqual(
     [...order, ...s.calls.map(([n]) => n)],
     ['hook', 'hook done', 'hook', 'hook done', 'joinGroup', 'joinGroup'],
+  );
+});
+
+/** kafkajs's consumer restarts itself after a crash only when the deepest `cause` is retriable. */
+function kafkajsWouldRestart(e: any): boolean {
+  let root = e;
+  while (root.cause) root = root.cause;
+  return e.name === 'KafkaJSNumberOfRetriesExceeded' || root.retriable === true;
+}
+
+test('a rejoin whose coordinator lookup finds no broker should crash the consumer into a restart, not for good', async () => {
+  const errors = require('kafkajs/src/errors.js');
+  const s = staticGroup('pod-4', () => false);
+  // kafkajs's own lookup, failing the way it does while the brokers shut down: every broker
+  // asked said "coordinator not available" or refused the connection.
+  delete s.g.cluster.findGroupCoordinator;
+  let lookups = 0;
+  s.g.cluster.findGroupCoordinatorMetadata = async () => {
+    lookups++;
+    throw new errors.KafkaJSGroupCoordinatorNotFound('Failed to find group coordinator');
+  };
+  const failed = await s.g.joinAndSync().then(
+    () => assert.fail('the join should fail'),
+    (e: any) => e,
+  );
+  assert.ok(lookups >= 1);
+  assert.equal(s.calls.length, 0, 'no JoinGroup without a coordinator');
+  // What kafkajs's runner hands its crash handler: the join's error, wrapped once more.
+  const crash = new errors.KafkaJSNonRetriableError(failed, { cause: failed.cause || failed });
+  assert.equal(kafkajsWouldRestart(crash), true, 'kafkajs restarts the consumer');
+  assert.match(crash.message, /coordinator of group g could not be found.*Failed to find group coordinator/);
+
+  // Unpatched, the same failure was a crash for good (kafkajs's own classification).
+  const unpatched = new errors.KafkaJSNonRetriableError(
+    new errors.KafkaJSGroupCoordinatorNotFound('Failed to find group coordinator'),
+  );
+  assert.equal(
+    kafkajsWouldRestart(new errors.KafkaJSNonRetriableError(unpatched, { cause: unpatched })),
+    false,
+  );
+});
+
+test('a coordinator lookup failing for another reason than an unreachable broker should stay non-retriable', async () => {
+  const errors = require('kafkajs/src/errors.js');
+  const s = staticGroup('pod-5', () => false);
+  delete s.g.cluster.findGroupCoordinator;
+  s.g.cluster.findGroupCoordinatorMetadata = async () => {
+    throw new errors.KafkaJSProtocolError({
+      type: 'GROUP_AUTHORIZATION_FAILED',
+      code: 30,
+      retriable: false,
+      message: 'not authorized',
+    });
+  };
+  const failed = await s.g.joinAndSync().then(
+    () => assert.fail('the join should fail'),
+    (e: any) => e,
+  );
+  const crash = new errors.KafkaJSNonRetriableError(failed, { cause: failed.cause || failed });
+  assert.equal(kafkajsWouldRestart(crash), false);
+});
+
+test('isBrokerUnreachable should see connection and coordinator errors through kafkajs wrappers, and nothing else', () => {
+  const errors = require('kafkajs/src/errors.js');
+  const refused = Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:9092'), { code: 'ECONNREFUSED' });
+  const conn = new errors.KafkaJSConnectionError('Connection error', { broker: 'b:1', code: 'ECONNREFUSED' });
+  assert.equal(isBrokerUnreachable(new errors.KafkaJSNonRetriableError(refused, { cause: refused })), true);
+  assert.equal(isBrokerUnreachable(new errors.KafkaJSNumberOfRetriesExceeded(conn, { cause: conn })), true);
+  assert.equal(isBrokerUnreachable(new errors.KafkaJSGroupCoordinatorNotFound('x')), true);
+  assert.equal(isBrokerUnreachable(new errors.KafkaJSError('x')), false);
+  assert.equal(
+    isBrokerUnreachable(
+      new errors.KafkaJSProtocolError({ type: 'INVALID_GROUP_ID', code: 24, retriable: false, message: 'x' }),
+    ),
+    false,
   );
 });
