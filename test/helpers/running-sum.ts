@@ -3,7 +3,7 @@ import type { TestContext } from 'node:test';
 import { readCommittedWithJava } from '../../bench/java-reader.js';
 import { prng } from '../../examples/load-generator.js';
 import { brokers, type ReadRecord, type TestRecord } from './kafka.js';
-import { dumpWorkerLogs, type WorkerProcess } from './workers.js';
+import { diagnoseGroup, dumpWorkerLogs, type WorkerProcess } from './workers.js';
 
 /**
  * Input and expectations for the running-sum fixture job (test/fixtures/jobs/running-sum.ts),
@@ -173,8 +173,8 @@ export async function readCommittedUntil(
 /**
  * The check of every running-sum test under faults: the output, read by Kafka's console consumer
  * (read_committed) until it holds as many records as `input` made (at most `timeoutMs`), must be
- * exactly the running sums. When it is not, the shortfall, what `diagnose` adds and each worker's
- * last own log lines go to the test's diagnostics first.
+ * exactly the running sums. When it is not, the shortfall, where the group stands (`group`), what
+ * `diagnose` adds and each worker's last own log lines go to the test's diagnostics first.
  */
 export async function assertExactOutput(
   t: TestContext,
@@ -182,6 +182,8 @@ export async function assertExactOutput(
     output: string;
     input: RunningSumInput;
     workers: readonly WorkerProcess[];
+    /** The app id (= group id): its committed offsets and the workers' tasks go to the diagnostics. */
+    group?: string;
     timeoutMs: number;
     diagnose?: (out: ReadRecord[]) => Promise<void> | void;
   },
@@ -190,6 +192,7 @@ export async function assertExactOutput(
   if (out.length !== opts.input.count) {
     t.diagnostic(`${out.length} output records for ${opts.input.count} inputs`);
     t.diagnostic(describeShortfall(out, opts.input.expected));
+    if (opts.group !== undefined) await diagnoseGroup(t, opts.group, opts.workers);
     await opts.diagnose?.(out);
     dumpWorkerLogs(opts.workers);
   }

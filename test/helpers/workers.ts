@@ -296,6 +296,47 @@ export function ownLogs(w: WorkerProcess, lines = 40): string[] {
   return w.logs.filter((l) => !l.includes('"component":"kafkajs"')).slice(-lines);
 }
 
+/**
+ * Where a short output stands, for a failing test's diagnostics: the group's committed offsets
+ * against the end offsets of every topic of the app it committed on (inputs and repartition
+ * topics; committed to the end with outputs short says results were lost, behind says a stall),
+ * and each worker's tasks from its /status (a task stuck restoring holds its partitions).
+ */
+export async function diagnoseGroup(
+  t: TestContext,
+  groupId: string,
+  workers: readonly (WorkerProcess | undefined)[],
+): Promise<void> {
+  try {
+    await withAdmin(async (admin) => {
+      const topics = (await admin.listTopics()).filter((x) => x.startsWith(groupId)).sort();
+      const committed = await admin.fetchOffsets({ groupId, topics });
+      for (const c of committed) {
+        if (c.partitions.every((p) => p.offset === '-1')) continue;
+        const ends = await admin.fetchTopicOffsets(c.topic);
+        const at = new Map(c.partitions.map((p) => [p.partition, p.offset]));
+        const parts = ends
+          .sort((x, y) => x.partition - y.partition)
+          .map((e) => `${e.partition}: ${at.get(e.partition) ?? 'none'} of ${e.high}`);
+        t.diagnostic(`${c.topic}: committed of end offset per partition ${parts.join(', ')}`);
+      }
+    });
+  } catch (e) {
+    t.diagnostic(`committed offsets of ${groupId} unreadable: ${String(e)}`);
+  }
+  for (const w of workers) {
+    if (!w) continue;
+    const tasks =
+      w.child.exitCode !== null
+        ? `exited ${w.child.exitCode}`
+        : await w
+            .status()
+            .then((st) => JSON.stringify(st.tasks))
+            .catch((e: unknown) => `status unreadable: ${String(e)}`);
+    t.diagnostic(`${w.name} tasks: ${tasks}`);
+  }
+}
+
 /** Prints each worker's last own log lines to stderr (a failing test's diagnostics). */
 export function dumpWorkerLogs(workers: readonly WorkerProcess[], lines = 40): void {
   for (const w of workers) console.error(`--- ${w.name} ---\n${ownLogs(w, lines).join('\n')}`);

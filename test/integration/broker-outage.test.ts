@@ -78,7 +78,13 @@ async function assertExact(
   data: RunningSumInput,
   workers: WorkerProcess[],
 ): Promise<void> {
-  const out = await assertExactOutput(t, { output, input: data, workers, timeoutMs: 120_000 });
+  const out = await assertExactOutput(t, {
+    output,
+    input: data,
+    workers,
+    group: output.replace(/-out$/, ''),
+    timeoutMs: 120_000,
+  });
   const js = await readAll(output, { expected: data.count, timeoutMs: 30_000, settleMs: 1000 });
   t.diagnostic(`read_committed: console consumer ${out.length}, kafkajs ${js.length}, want ${data.count}`);
 }

@@ -13,10 +13,9 @@ import {
   readAll,
   type TestRecord,
   uniqueName,
-  withAdmin,
 } from '../helpers/kafka.js';
 import { rng } from '../helpers/running-sum.js';
-import { dumpWorkerLogs, spawnWorker, type WorkerProcess } from '../helpers/workers.js';
+import { diagnoseGroup, dumpWorkerLogs, spawnWorker, type WorkerProcess } from '../helpers/workers.js';
 
 interface R {
   k: string;
@@ -61,29 +60,6 @@ async function diagnoseShortfall(
     t.diagnostic(`${topic}: console consumer failed: ${String(e)}`);
   }
   dumpWorkerLogs(workers);
-}
-
-/**
- * The app's committed offsets against the end offsets of its input topics: inputs committed to
- * their end with outputs short say records were consumed without their results; committed
- * offsets behind say processing (or its commit) stalled.
- */
-async function diagnoseInputs(t: TestContext, group: string, inputs: readonly string[]): Promise<void> {
-  try {
-    await withAdmin(async (admin) => {
-      for (const input of inputs) {
-        const ends = await admin.fetchTopicOffsets(input);
-        const [committed] = await admin.fetchOffsets({ groupId: group, topics: [input] });
-        const at = new Map((committed?.partitions ?? []).map((p) => [p.partition, p.offset]));
-        const parts = ends
-          .sort((x, y) => x.partition - y.partition)
-          .map((e) => `${e.partition}: ${at.get(e.partition) ?? 'none'} of ${e.high}`);
-        t.diagnostic(`${input}: committed of end offset per partition ${parts.join(', ')}`);
-      }
-    });
-  } catch (e) {
-    t.diagnostic(`committed offsets of ${group} unreadable: ${String(e)}`);
-  }
 }
 
 /**
@@ -211,14 +187,7 @@ test('exactly-once should hold for a windowed aggregation and a stream-stream jo
   }
   if (got.size < windows.size) {
     t.diagnostic(missingWindows(windows.keys(), got));
-    await diagnoseInputs(t, id, [topic('a')]);
-    for (const w of workers) {
-      const tasks = await w
-        ?.status()
-        .then((st) => JSON.stringify(st.tasks))
-        .catch((e: unknown) => `status unreadable: ${String(e)}`);
-      t.diagnostic(`${w?.name} tasks: ${tasks}`);
-    }
+    await diagnoseGroup(t, id, workers);
   }
   assert.equal(got.size, windows.size, 'every window result once');
   for (const [wid, v] of windows) assert.deepEqual(got.get(wid), v, wid);
