@@ -55,6 +55,8 @@ export interface TaskManagerDeps extends WorkerParts {
   failOverOnFullDisk: (task: Task, e: unknown) => boolean;
   /** A task's processing failed outside a batch (an async stage): the worker's policy decides. */
   taskFailed: (task: Task, e: unknown) => void;
+  /** Bound on a starting task's broker calls after its restore (default in `Task`). */
+  startStepTimeoutMs?: number;
 }
 
 /**
@@ -97,18 +99,16 @@ export class TaskManager {
       logger: d.logger,
       metrics: d.metrics,
       plainProducer: d.plainProducer,
-      openState: async (task: Task) =>
-        d.openState
-          ? d.openState(task, { client: d.client, metrics: d.metrics, logger: task.logger })
-          : undefined,
-      seek: (topic: string, partition: number, offset: string) =>
-        d.consumer()?.seek(topic, partition, offset),
+      openState: async (task) =>
+        d.openState?.(task, { client: d.client, metrics: d.metrics, logger: task.logger }),
+      seek: (topic, partition, offset) => d.consumer()?.seek(topic, partition, offset),
       deadLetterTopic: deadLetterTopic(d.appId),
       opCounts: d.opCounts,
       // The worker's record cache bound, shared out between its tasks (as `cacheShare`).
       recordCacheShare: () => Math.floor(d.config.state.recordCacheMaxBytes / Math.max(1, this.#tasks.size)),
       asyncBudget: this.#asyncBudget,
       asyncFailed: (task, e) => d.taskFailed(task, e),
+      startStepTimeoutMs: d.startStepTimeoutMs,
     };
   }
 

@@ -102,6 +102,7 @@ export interface TaskPartsDeps {
   shedder: TaskShedder;
   costs: OperatorCostSampler;
   plainProducer: () => Promise<PlainProducer>;
+  opCounts?: Float64Array | undefined;
   recordCacheShare?: (() => number) | undefined;
   moveWatermark: () => void;
   commitOffsets: (offsets: TopicPartitionOffset[]) => Promise<void>;
@@ -117,6 +118,12 @@ export function taskParts(d: TaskPartsDeps): {
   checkpointDeps: CheckpointDeps;
   /** After each batch: the record cache back within its bound, then (at-least-once) the outputs sent. */
   afterBatch: () => void;
+  /** Compiles the operators against the state of one start (see {@link compileTaskOperators}). */
+  compile: (
+    store: TaskState | undefined,
+    async: AsyncStageDeps,
+    asyncStages: AsyncStage[],
+  ) => Map<string, Op>;
 } {
   const deadLetter = {
     policy: d.config.processing.errorPolicy,
@@ -165,5 +172,21 @@ export function taskParts(d: TaskPartsDeps): {
     if (recordCache.size > 0) recordCache.evict();
     outputs?.flush();
   };
-  return { loop, recordCache, checkpointDeps, afterBatch };
+  const { sub, rc, progress, shedder, costs, opCounts } = d;
+  const compile = (store: TaskState | undefined, async: AsyncStageDeps, asyncStages: AsyncStage[]) =>
+    compileTaskOperators({
+      appId,
+      metrics,
+      opCounts,
+      sub,
+      rc,
+      progress,
+      shedder,
+      costs,
+      recordCache,
+      store,
+      async,
+      asyncStages,
+    });
+  return { loop, recordCache, checkpointDeps, afterBatch, compile };
 }

@@ -62,13 +62,15 @@ export class TaskProgress {
   #writer = 0;
   #announced: number | undefined;
 
-  /**
-   * Learns the partition count of the repartition topics this task writes, if any (`partitions`:
-   * the admin's offsets of one of them); `writer` is the task's partition.
-   */
-  async openAnnounce(admin: { offsets(topic: string): Promise<unknown[]> }, writer: number): Promise<void> {
+  /** How many partitions the repartition topics this task announces into have (0 for none). */
+  async announceWriters(admin: { offsets(topic: string): Promise<unknown[]> }): Promise<number> {
+    return this.#announceTo.length > 0 ? (await admin.offsets(this.#announceTo[0]!)).length : 0;
+  }
+
+  /** Starts announcing as `writer` (the task's partition) of `writers` (see {@link announceWriters}). */
+  openAnnounce(writer: number, writers: number): void {
     this.#writer = writer;
-    if (this.#announceTo.length > 0) this.#writers = (await admin.offsets(this.#announceTo[0]!)).length;
+    this.#writers = writers;
   }
 
   /** The watermark moved since it was last announced into the repartition topics. */

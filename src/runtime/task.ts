@@ -14,9 +14,10 @@ import type { Op } from './operators.js';
 import type { RecordCache } from './record-cache.js';
 import { MutableRecordContext } from './record-context.js';
 import type { RecordLoop } from './record-loop.js';
+import { type StartWatch, watchStart } from './start-watch.js';
 import { TaskAsyncStages } from './task-async.js';
-import { resumeInputs } from './task-inputs.js';
-import { compileTaskOperators, taskParts } from './task-operators.js';
+import { startInputs } from './task-inputs.js';
+import { taskParts } from './task-operators.js';
 import { TaskProgress } from './task-progress.js';
 import type { TaskState } from './task-state.js';
 import { type TaskStateName, transition } from './task-states.js';
@@ -48,6 +49,8 @@ export interface TaskDeps {
   asyncBudget?: AsyncBudget;
   /** An async stage's record failed past the error policy; default: the task resets. */
   asyncFailed?: (task: Task, e: unknown) => void;
+  /** Bound on a start's broker calls after the restore (default 2 × request timeout, ≥ 60 s). */
+  startStepTimeoutMs?: number | undefined;
 }
 
 /**
@@ -75,6 +78,7 @@ export class Task {
   readonly #loop: RecordLoop;
   readonly #checkpointDeps: CheckpointDeps;
   readonly #afterBatch: () => void;
+  readonly #compile: ReturnType<typeof taskParts>['compile'];
   #ops = new Map<string, Op>();
   #producer: TransactionalProducer | undefined;
   #store: TaskState | undefined;
@@ -118,6 +122,7 @@ export class Task {
     this.#recordCache = parts.recordCache;
     this.#checkpointDeps = parts.checkpointDeps;
     this.#afterBatch = parts.afterBatch;
+    this.#compile = parts.compile;
     this.#async = new TaskAsyncStages({
       appId: deps.appId,
       taskId: id,
@@ -184,6 +189,14 @@ export class Task {
 
   async #init(): Promise<void> {
     if (this.#state !== 'restoring') this.#to('restoring');
+    await watchStart(
+      this.logger,
+      () => this.restoreProgress,
+      (watch) => this.#start(watch),
+    );
+  }
+
+  async #start(watch: StartWatch): Promise<void> {
     const started = Date.now();
     // 1. Fence: InitProducerId with the task's transactional id aborts or waits out the previous
     //    owner's transaction, so the offsets read below are stable (kafkajs has no RequireStable).
@@ -191,39 +204,24 @@ export class Task {
       this.#producer = await this.#deps.client.transactionalProducer(`${this.#deps.appId}-${this.id}`);
     }
     // 2. Local state, replayed from the changelogs to their end.
+    watch.step = 'restore';
     this.#store = await this.#deps.openState(this);
     if (this.isClosed) return this.#release();
-    // 3. Input offsets (and event times, upstream writers' watermarks), and the operators.
-    const admin = await this.#deps.client.admin();
+    // 3. Input offsets (and event times, upstream writers' watermarks), bounded; the operators.
+    watch.step = 'input offsets';
+    const { client, groupId, config } = this.#deps;
     const seek = (t: string, o: string) => this.#deps.seek(t, this.partition, o);
-    await resumeInputs(admin, this.#deps.groupId, this, this.#progress, this.#rc, seek);
-    this.#progress.clear();
-    await this.#progress.openAnnounce(admin, this.partition);
+    const bound = this.#deps.startStepTimeoutMs ?? Math.max(60_000, 2 * config.kafka.requestTimeoutMs);
+    await startInputs(client, groupId, this, this.#progress, this.#rc, seek, bound);
+    watch.step = 'operators';
     this.#recordCache.clear();
-    const { appId, metrics, opCounts } = this.#deps;
-    this.#ops = compileTaskOperators({
-      appId,
-      metrics,
-      opCounts,
-      sub: this.sub,
-      rc: this.#rc,
-      store: this.#store,
-      progress: this.#progress,
-      shedder: this.shedder,
-      costs: this.costs,
-      recordCache: this.#recordCache,
-      async: this.#async.deps(this.#loop.asyncGuard),
-      asyncStages: this.#async.fresh(),
-    });
+    this.#ops = this.#compile(this.#store, this.#async.deps(this.#loop.asyncGuard), this.#async.fresh());
     this.#progress.lastCheckpoint = Date.now();
     if (this.isClosed) return this.#release();
     this.#to('running');
     this.#async.start();
     this.#moveWatermark();
-    const offsets = Object.fromEntries(
-      [...this.#progress.next].map(([t, o]) => [t, o?.toString() ?? 'earliest']),
-    );
-    this.logger.info({ ms: Date.now() - started, offsets }, 'task running');
+    this.logger.info({ ms: Date.now() - started, offsets: this.positions() }, 'task running');
   }
 
   /** Waits for a checkpoint in flight. */

@@ -21,6 +21,8 @@ function manager(
   opts: {
     commitIntervalMs?: number;
     commit?: (offsets: ReadonlyArray<{ offset: string }>) => Promise<void>;
+    admin?: () => Promise<unknown>;
+    startStepTimeoutMs?: number;
   } = {},
 ) {
   const app = new App({ id: 'unit-tm' });
@@ -40,11 +42,16 @@ function manager(
         async close() {},
       };
     },
-    admin: async () => ({
-      committedOffsets: async () => [],
-      offsets: async () => [{ partition: 0, low: '0', high: '0' }],
-    }),
+    admin:
+      opts.admin ??
+      (async () => ({
+        committedOffsets: async () => [],
+        offsets: async () => [{ partition: 0, low: '0', high: '0' }],
+      })),
+    renewAdmin: async () => void renewed.push(Date.now()),
   } as any;
+  const renewed: number[] = [];
+  const seeks: string[] = [];
   const m = new TaskManager({
     appId: 'unit-tm',
     topology,
@@ -63,7 +70,14 @@ function manager(
     plainProducer: async () => {
       throw new Error('not at-least-once');
     },
-    consumer: () => ({ seek() {}, requestRejoin() {}, commitOffsets: async () => undefined }) as any,
+    consumer: () =>
+      ({
+        seek: (topic: string, partition: number, offset: string) =>
+          seeks.push(`${topic}/${partition}@${offset}`),
+        requestRejoin() {},
+        commitOffsets: async () => undefined,
+      }) as any,
+    startStepTimeoutMs: opts.startStepTimeoutMs,
     opCounts: new Float64Array(16),
     lag: new Map(),
     inputRate: new InputRateMeter(metrics, 'unit-tm'),
@@ -74,7 +88,7 @@ function manager(
       return true;
     },
   });
-  return { m, fences, failedOver, metrics };
+  return { m, fences, failedOver, metrics, renewed, seeks };
 }
 
 test('a batch that failed with a StateIoError should reset the task; a full disk should fail the worker over instead', async () => {
@@ -156,5 +170,34 @@ test('a batch should stop at the slice where its task was reset meanwhile: the r
   fail = false;
   await task.whenReady();
   assert.equal(task.positionOf('orders'), 0n, 'back at the last checkpoint (none yet: the start)');
+  await m.closeAll({ checkpoint: false });
+});
+
+test('a start whose input offsets never come should fail in time and be retried with a new admin client; the late answer must not seek', async () => {
+  let release: (v: unknown) => void = () => undefined;
+  const hung = new Promise((r) => {
+    release = r;
+  });
+  let calls = 0;
+  const { m, fences, renewed, seeks } = manager({
+    startStepTimeoutMs: 200,
+    admin: async () => ({
+      // The first start's call hangs (and answers much later, with other offsets); the retry's answers.
+      committedOffsets: async () =>
+        ++calls === 1 ? hung : [{ topic: 'orders', partition: 0, offset: '42', metadata: null }],
+      offsets: async () => [{ partition: 0, low: '0', high: '100' }],
+    }),
+  });
+  await m.onAssignment([{ topic: 'orders', partition: 0 }]);
+  const task = m.tasks.get('0_0')!;
+  for (let i = 0; i < 100 && task.state !== 'running'; i++) await new Promise((r) => setTimeout(r, 50));
+  assert.equal(task.state, 'running', 'the retried start runs');
+  assert.equal(renewed.length, 1, 'the admin client was renewed at the timeout');
+  assert.equal(fences.length, 2, 'the retry fenced again');
+  assert.deepEqual(task.positions(), { orders: '42' });
+  release([{ topic: 'orders', partition: 0, offset: '7', metadata: null }]);
+  await new Promise((r) => setTimeout(r, 20));
+  assert.deepEqual(seeks, ['orders/0@42'], 'the abandoned start did not seek');
+  assert.deepEqual(task.positions(), { orders: '42' });
   await m.closeAll({ checkpoint: false });
 });
