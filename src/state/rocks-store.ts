@@ -400,6 +400,7 @@ async function openDb(opts: RocksStoreOptions): Promise<Opened> {
     cacheSize: opts.tuning?.blockCacheBytes ?? 8 * 1024 * 1024,
     memtableMemoryBudget: opts.tuning?.memtableBudgetBytes ?? 32 * 1024 * 1024,
     compaction: 'level',
+    optimize: 'point-lookup',
   };
   // Families nobody reads through: no block cache, small memtables.
   const quiet: ColumnFamilyOptions = {
