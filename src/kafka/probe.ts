@@ -3,6 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Kafka, logLevel } from 'kafkajs';
 import { SluiceError } from '../errors.js';
+import { withTimeout } from './timeout.js';
 
 /** Options for {@link probeBroker}. */
 export interface ProbeOptions {
@@ -74,7 +75,11 @@ export async function probeBroker(brokers: string[], opts: ProbeOptions = {}): P
       const remaining = deadline - Date.now();
       const before = score(progress);
       try {
-        await withTimeout(attempt(brokers, names, progress), Math.min(remaining, ATTEMPT_TIMEOUT_MS));
+        await withTimeout(
+          attempt(brokers, names, progress),
+          Math.min(remaining, ATTEMPT_TIMEOUT_MS),
+          noAnswer,
+        );
         return;
       } catch (err) {
         lastError = err;
@@ -114,6 +119,7 @@ export async function brokerAnswers(brokers: string[], timeoutMs: number): Promi
         await admin.describeCluster();
       })(),
       timeoutMs,
+      noAnswer,
     );
     return true;
   } catch {
@@ -209,6 +215,7 @@ async function deleteProbeTopic(brokers: string[], topic: string): Promise<void>
         await admin.deleteTopics({ topics: [topic], timeout: REQUEST_TIMEOUT_MS });
       })(),
       REQUEST_TIMEOUT_MS,
+      noAnswer,
     );
   } catch {
     // Best effort: a leftover probe topic is harmless, and a broker that was never ready has none.
@@ -229,19 +236,7 @@ function client(brokers: string[], requestTimeout: number): Kafka {
   });
 }
 
-async function withTimeout<T>(work: Promise<T>, ms: number): Promise<T> {
-  // The losing promise is still settled later; keep its rejection from going unhandled.
-  work.catch(() => {});
-  let timer: NodeJS.Timeout | undefined;
-  const expired = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), Math.max(ms, 0));
-  });
-  try {
-    return await Promise.race([work, expired]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
+const noAnswer = (ms: number) => new Error(`no answer within ${ms} ms`);
 
 function describe(err: unknown): string {
   if (err instanceof Error) {
@@ -265,6 +260,7 @@ export async function liveBrokerCount(brokers: string[], timeoutMs: number): Pro
         return (await admin.describeCluster()).brokers.length;
       })(),
       timeoutMs,
+      noAnswer,
     );
   } catch {
     return undefined;

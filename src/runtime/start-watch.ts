@@ -1,3 +1,4 @@
+import { withTimeout } from '../kafka/timeout.js';
 import type { Logger } from '../ops/logger.js';
 
 /** The steps of a task's start, in order (see `Task.#init`). */
@@ -56,14 +57,6 @@ export class StartStepTimeoutError extends Error {
  * fails, but a call that never answers would otherwise hold the task's partitions for good,
  * with the group none the wiser (the worker heartbeats meanwhile).
  */
-export async function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new StartStepTimeoutError(`${what}: no answer in ${ms} ms`)), ms);
-  });
-  try {
-    return await Promise.race([p, late]);
-  } finally {
-    clearTimeout(timer);
-  }
+export function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  return withTimeout(p, ms, () => new StartStepTimeoutError(`${what}: no answer in ${ms} ms`));
 }
