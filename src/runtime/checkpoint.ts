@@ -53,6 +53,9 @@ export async function writeCheckpoint(
   const app = d.appId;
   const committedNext = new Map(progress.toCommit);
   const dirtyRecords = progress.dirtyRecords;
+  // A reset clears the progress while this commit may still be in flight: then what this one
+  // took is no longer in it to forget (dirtyRecords would go below zero).
+  const cleared = progress.cleared;
   const records = progress.collector.drain();
   const outputCount = [...records.values()].reduce((a, l) => a + l.length, 0);
   const changelog = new Map<string, OutRecord[]>();
@@ -93,9 +96,11 @@ export async function writeCheckpoint(
   // Another input's batch may have been processed while this commit was in flight (kafkajs
   // runs partitions concurrently, and a task reads one partition of each of its topics): its
   // offsets and records belong to the next checkpoint, so forget only what this one committed.
-  for (const [topic, o] of committedNext)
-    if (progress.toCommit.get(topic) === o) progress.toCommit.delete(topic);
-  progress.dirtyRecords -= dirtyRecords;
+  if (progress.cleared === cleared) {
+    for (const [topic, o] of committedNext)
+      if (progress.toCommit.get(topic) === o) progress.toCommit.delete(topic);
+    progress.dirtyRecords -= dirtyRecords;
+  }
   if (d.eos) countOutputs(d, records);
   for (const [topic, l] of changelog) d.metrics.changelogRecords.inc({ app, store: topic }, l.length);
   d.metrics.checkpoints.inc({ app });

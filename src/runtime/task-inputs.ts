@@ -51,12 +51,14 @@ export async function resumeInputs(
  * The broker half of a start after the restore: the repartition topics' writers (announced
  * first: resumeInputs applies what it read at once), then the input offsets. Bounded by
  * `boundMs`: a call that never answers fails the start (retried, with a new admin client when it
- * timed out) instead of holding the task's partitions; a late answer then changes nothing.
+ * timed out) instead of holding the task's partitions; a late answer then changes nothing, and
+ * neither does one for a task closed meanwhile (revoked during its start: the seek would be the
+ * consumer's next position for a partition that is now another task's).
  */
 export async function startInputs(
   client: KafkaClient,
   groupId: string,
-  task: { sub: SubTopology; partition: number },
+  task: { sub: SubTopology; partition: number; readonly isClosed?: boolean },
   progress: TaskProgress,
   rc: MutableRecordContext,
   seek: (topic: string, offset: string) => void,
@@ -66,7 +68,18 @@ export async function startInputs(
   const inputs = async () => {
     const admin = await client.admin();
     const writers = await progress.announceWriters(admin);
-    if (!(await resumeInputs(admin, groupId, task, progress, rc, seek, () => !abandoned))) return;
+    if (
+      !(await resumeInputs(
+        admin,
+        groupId,
+        task,
+        progress,
+        rc,
+        seek,
+        () => !abandoned && task.isClosed !== true,
+      ))
+    )
+      return;
     progress.clear();
     progress.openAnnounce(task.partition, writers);
   };

@@ -59,7 +59,6 @@ export interface TaskDeps {
  * fences any zombie that still thinks it owns the task.
  *
  * States (allowed moves):
- *
  *     created ──init()──▶ restoring ──▶ running ──close()──▶ closed
  *                              ▲            │
  *                              └──reset()───┘   (a failed checkpoint: rebuild from the last one)
@@ -200,8 +199,11 @@ export class Task {
     const started = Date.now();
     // 1. Fence: InitProducerId with the task's transactional id aborts or waits out the previous
     //    owner's transaction, so the offsets read below are stable (kafkajs has no RequireStable).
+    //    Not for a task closed meanwhile (revoked): it would fence the task's new owner.
+    if (this.isClosed) return;
     if (this.#eos) {
       this.#producer = await this.#deps.client.transactionalProducer(`${this.#deps.appId}-${this.id}`);
+      if (this.isClosed) return this.#release();
     }
     // 2. Local state, replayed from the changelogs to their end.
     watch.step = 'restore';

@@ -141,7 +141,47 @@ export function describeShortfall(out: ReadRecord[], expected: ReadonlyMap<strin
   }
   return (
     `${behind} sums missing at the end of keys that are otherwise exact (by output partition: ${[...partitions].map(([p, n]) => `${p}:${n}`).join(' ') || 'none'}); ` +
-    `${wrong} keys differ (by output partition: ${[...wrongPartitions].map(([p, n]) => `${p}:${n}`).join(' ') || 'none'}; ${examples.join('; ') || 'none'}); ${missing} keys absent`
+    `${wrong} keys differ (by output partition: ${[...wrongPartitions].map(([p, n]) => `${p}:${n}`).join(' ') || 'none'}; ${examples.join('; ') || 'none'}); ${missing} keys absent; ` +
+    describeRepeats(sorted)
+  );
+}
+
+/**
+ * What a surplus is made of: the same (partition, offset) read twice is the reader's doing; the
+ * same input record (`seq`) at two offsets was written twice by the job, and whether its two
+ * outputs agree tells a redo from the same state (same sum and count: a transaction committed
+ * twice, or input read twice) from a redo on other state.
+ */
+export function describeRepeats(sorted: readonly ReadRecord[]): string {
+  const at = new Set<string>();
+  let reread = 0;
+  const bySeq = new Map<number, Array<{ r: ReadRecord; v: RunningSumOut }>>();
+  for (const r of sorted) {
+    const where = `${r.partition}@${r.offset}`;
+    if (at.has(where)) {
+      reread++;
+      continue;
+    }
+    at.add(where);
+    const v = JSON.parse(r.value!) as RunningSumOut;
+    let l = bySeq.get(v.seq);
+    if (!l) bySeq.set(v.seq, (l = []));
+    l.push({ r, v });
+  }
+  const twice = [...bySeq].filter(([, l]) => l.length > 1);
+  const same = twice.filter(([, l]) => l.every((x) => x.v.sum === l[0]!.v.sum && x.v.n === l[0]!.v.n)).length;
+  const byPartition = new Map<number, number>();
+  for (const [, l] of twice)
+    byPartition.set(l[0]!.r.partition, (byPartition.get(l[0]!.r.partition) ?? 0) + 1);
+  const examples = twice
+    .slice(0, 6)
+    .map(
+      ([seq, l]) =>
+        `seq ${seq}: ${l.map((x) => `${x.r.partition}@${x.r.offset} sum ${x.v.sum} n ${x.v.n}`).join(' / ')}`,
+    );
+  return (
+    `${reread} records read twice at the same offset; ${twice.length} inputs written more than once ` +
+    `(${same} with the same sum and count; by output partition: ${[...byPartition].map(([p, n]) => `${p}:${n}`).join(' ') || 'none'}; ${examples.join('; ') || 'none'})`
   );
 }
 

@@ -23,6 +23,8 @@ function manager(
     commit?: (offsets: ReadonlyArray<{ offset: string }>) => Promise<void>;
     admin?: () => Promise<unknown>;
     startStepTimeoutMs?: number;
+    /** Awaited inside every fence (InitProducerId), before it returns the producer. */
+    fence?: () => Promise<unknown>;
   } = {},
 ) {
   const app = new App({ id: 'unit-tm' });
@@ -34,12 +36,15 @@ function manager(
   const client = {
     transactionalProducer: async () => {
       fences.push(Date.now());
+      await opts.fence?.();
       return {
         async commitTransaction(_records: unknown, o: { offsets: ReadonlyArray<{ offset: string }> }) {
           await opts.commit?.(o.offsets);
           return new Map();
         },
-        async close() {},
+        async close() {
+          producersClosed.push(Date.now());
+        },
       };
     },
     admin:
@@ -51,6 +56,8 @@ function manager(
     renewAdmin: async () => void renewed.push(Date.now()),
   } as any;
   const renewed: number[] = [];
+  const producersClosed: number[] = [];
+  const stateOpens: number[] = [];
   const seeks: string[] = [];
   const m = new TaskManager({
     appId: 'unit-tm',
@@ -66,7 +73,10 @@ function manager(
     logger: createLogger({ level: 'silent', format: 'json' }),
     metrics,
     isRunning: () => true,
-    openState: async () => undefined,
+    openState: async () => {
+      stateOpens.push(Date.now());
+      return undefined;
+    },
     plainProducer: async () => {
       throw new Error('not at-least-once');
     },
@@ -88,7 +98,7 @@ function manager(
       return true;
     },
   });
-  return { m, fences, failedOver, metrics, renewed, seeks };
+  return { m, fences, failedOver, metrics, renewed, seeks, producersClosed, stateOpens };
 }
 
 test('a batch that failed with a StateIoError should reset the task; a full disk should fail the worker over instead', async () => {
@@ -199,5 +209,26 @@ test('a start whose input offsets never come should fail in time and be retried 
   await new Promise((r) => setTimeout(r, 20));
   assert.deepEqual(seeks, ['orders/0@42'], 'the abandoned start did not seek');
   assert.deepEqual(task.positions(), { orders: '42' });
+  await m.closeAll({ checkpoint: false });
+});
+
+test('a task revoked while its fence is in flight should release the producer as soon as the fence returns, and neither restore nor seek', async () => {
+  let release: (v: unknown) => void = () => undefined;
+  const slowFence = new Promise((r) => {
+    release = r;
+  });
+  const { m, fences, seeks, producersClosed, stateOpens } = manager({ fence: () => slowFence });
+  await m.onAssignment([{ topic: 'orders', partition: 0 }]);
+  const task = m.tasks.get('0_0')!;
+  await new Promise((r) => setTimeout(r, 20));
+  assert.equal(fences.length, 1, 'the fence was sent');
+  await m.onAssignment([]); // revoked while the fence waits
+  assert.equal(task.state, 'closed');
+  release(undefined);
+  await new Promise((r) => setTimeout(r, 50));
+  assert.equal(producersClosed.length, 1, 'the late producer was released');
+  assert.equal(stateOpens.length, 0, 'the closed task did not open its state');
+  assert.deepEqual(seeks, [], 'the closed task did not seek the consumer');
+  assert.equal(task.state, 'closed');
   await m.closeAll({ checkpoint: false });
 });
