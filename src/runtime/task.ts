@@ -116,6 +116,8 @@ export class Task {
       costs: this.costs,
       moveWatermark: () => this.#moveWatermark(),
       commitOffsets: (offsets) => this.commitOffsetsAtLeastOnce(offsets),
+      producer: () => this.#producer,
+      committing: () => this.#busy !== undefined,
     });
     this.#loop = parts.loop;
     this.#recordCache = parts.recordCache;
@@ -140,7 +142,6 @@ export class Task {
   get state(): TaskStateName {
     return this.#state;
   }
-
   /** Re-read after awaits: close() may have run meanwhile. */
   get isClosed(): boolean {
     return this.#state === 'closed';
@@ -149,7 +150,6 @@ export class Task {
   get inputTopics(): readonly string[] {
     return this.sub.sourceTopics;
   }
-
   /** Changelog records to replay, set by the state restore (for /status); undefined: no state. */
   restoreProgress: { total: number; remaining: number } | undefined;
 
