@@ -165,67 +165,27 @@ export class TransactionalProducer {
     await tx.abort();
   }
 
-  /** Rejects the open transaction's requests at once (set while one is open). */
+  /** Rejects the transaction in flight at once (set while one is). */
   #abandon: ((e: Error) => void) | undefined;
 
-  /** The open transaction and its `step` (a request raced against {@link close}), once begun. */
-  #open: Promise<{ tx: Transaction; step: <T>(p: Promise<T>) => Promise<T> }> | undefined;
-
-  /** Begins the transaction, or gives the open one. */
-  #opened(): Promise<{ tx: Transaction; step: <T>(p: Promise<T>) => Promise<T> }> {
-    if (this.#open) return this.#open;
+  /**
+   * Sends records and offsets in one transaction and commits it. Throws if anything fails, and
+   * at once when {@link close} is called meanwhile: kafkajs retries some errors for a long time
+   * (AddPartitionsToTxn for a deleted topic: UNKNOWN_TOPIC_OR_PARTITION), and a task resetting or
+   * closing must not wait for that.
+   */
+  async commitTransaction(
+    records: TopicRecords,
+    offsets: { groupId: string; offsets: readonly TopicPartitionOffset[] },
+  ): Promise<WrittenOffsets> {
     const abandoned = new Promise<never>((_, reject) => {
       this.#abandon = reject;
     });
     // Only a race below rejects through it; a transaction that ends first leaves it pending.
     abandoned.catch(() => undefined);
     const step = <T>(p: Promise<T>): Promise<T> => Promise.race([p, abandoned]);
-    this.#open = step(this.#p.transaction()).then((tx) => {
-      this.#tx = tx;
-      return { tx, step };
-    });
-    // A failed begin is the caller's error; the next call begins anew.
-    this.#open.catch(() => {
-      this.#open = undefined;
-    });
-    return this.#open;
-  }
-
-  /**
-   * Sends records in the open transaction (begun here when none is): they become visible when
-   * {@link commitTransaction} commits it, and go with it when it aborts. Outputs sent while a
-   * commit interval runs take their Produce off the checkpoint's way to its commit (Kafka
-   * Streams' producer sends as records come, too). One send at a time, never during a commit.
-   */
-  async send(records: TopicRecords): Promise<WrittenOffsets> {
-    const { tx, step } = await this.#opened();
-    const written: WrittenOffsets = new Map();
-    for (const topicMessages of toSends(records)) {
-      const meta = await step(tx.sendBatch({ topicMessages, acks: -1, compression: CompressionTypes.None }));
-      mergeMax(written, lastOffsets(meta, topicMessages));
-    }
-    return written;
-  }
-
-  /**
-   * Sends records and offsets in the transaction (the open one, with what {@link send} put in it,
-   * or a new one) and commits it. Throws if anything fails, and at once when {@link close} is
-   * called meanwhile: kafkajs retries some errors for a long time (AddPartitionsToTxn for a
-   * deleted topic: UNKNOWN_TOPIC_OR_PARTITION), and a task resetting or closing must not wait for
-   * that.
-   */
-  async commitTransaction(
-    records: TopicRecords,
-    offsets: { groupId: string; offsets: readonly TopicPartitionOffset[] },
-  ): Promise<WrittenOffsets> {
-    let opened: { tx: Transaction; step: <T>(p: Promise<T>) => Promise<T> };
-    try {
-      opened = await this.#opened();
-    } catch (e) {
-      this.#abandon = undefined;
-      throw e;
-    }
-    const { tx, step } = opened;
+    const tx = await step(this.#p.transaction());
+    this.#tx = tx;
     const written: WrittenOffsets = new Map();
     try {
       const sends = toSends(records);
@@ -281,7 +241,6 @@ export class TransactionalProducer {
       throw e;
     } finally {
       this.#tx = undefined;
-      this.#open = undefined;
       this.#abandon = undefined;
     }
   }
@@ -316,7 +275,6 @@ export class TransactionalProducer {
   async close(): Promise<void> {
     const abandon = this.#abandon;
     this.#abandon = undefined;
-    this.#open = undefined;
     abandon?.(new Error(`transactional producer ${this.id} closed while its transaction was in flight`));
     await this.#p.disconnect().catch(() => undefined);
   }

@@ -30,10 +30,7 @@ export interface CheckpointDeps {
   plainProducer: () => Promise<PlainProducer>;
   /** Commits offsets through the group (at-least-once only). */
   commitOffsets: (offsets: TopicPartitionOffset[]) => Promise<void>;
-  /**
-   * The task's queue of sends: at-least-once, early outputs then the checkpoint's; exactly-once,
-   * early outputs into the transaction the checkpoint commits.
-   */
+  /** The task's queue of sends (at-least-once only): early outputs, then the checkpoint's. */
   outputs?: OutputStream;
 }
 
@@ -76,9 +73,6 @@ export async function writeCheckpoint(
   let written: WrittenOffsets;
   if (d.eos) {
     try {
-      // The outputs sent early into this transaction (output-stream.ts) are all answered.
-      const early = d.outputs?.drained();
-      if (early !== undefined) await early;
       written = await producer!.commitTransaction(all, { groupId: d.groupId, offsets });
     } catch (e) {
       // Fenced: another worker's producer of this task has the newer epoch, so it owns the task
@@ -107,10 +101,7 @@ export async function writeCheckpoint(
       if (progress.toCommit.get(topic) === o) progress.toCommit.delete(topic);
     progress.dirtyRecords -= dirtyRecords;
   }
-  if (d.eos) {
-    for (const early of d.outputs?.takeHeld(cleared) ?? []) countOutputs(d, early);
-    countOutputs(d, records);
-  }
+  if (d.eos) countOutputs(d, records);
   for (const [topic, l] of changelog) d.metrics.changelogRecords.inc({ app, store: topic }, l.length);
   d.metrics.checkpoints.inc({ app });
   const size = checkpointSize(all.values());

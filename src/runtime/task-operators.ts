@@ -1,7 +1,7 @@
 import { RECORD_CACHE, type RecordCacheMode } from '../api/record-cache-mode.js';
 import type { SluiceConfig } from '../config/schema.js';
 import { SluiceError } from '../errors.js';
-import type { PlainProducer, TopicRecords, WrittenOffsets } from '../kafka/producer.js';
+import type { PlainProducer } from '../kafka/producer.js';
 import type { TopicPartitionOffset } from '../kafka/types.js';
 import type { Logger } from '../ops/logger.js';
 import type { WorkerMetrics } from '../ops/metrics.js';
@@ -106,18 +106,7 @@ export interface TaskPartsDeps {
   recordCacheShare?: (() => number) | undefined;
   moveWatermark: () => void;
   commitOffsets: (offsets: TopicPartitionOffset[]) => Promise<void>;
-  /** Exactly-once: the task's producer of this start (its early sends go into its transaction). */
-  producer?: () => { send(records: TopicRecords): Promise<WrittenOffsets> } | undefined;
-  /** Exactly-once: a checkpoint commits now (early sends wait for the next transaction). */
-  committing?: () => boolean;
 }
-
-/**
- * Exactly-once: outputs are sent early into the open transaction once this many have collected
- * (fewer go with the checkpoint): a few Produce requests per commit interval take the bulk of the
- * outputs off the commit's way without a request per small slice.
- */
-export const EARLY_SEND_RECORDS = 256;
 
 /**
  * A task's record loop, record cache and checkpoint dependencies (at-least-once: with its
@@ -178,22 +167,6 @@ export function taskParts(d: TaskPartsDeps): {
       sent: (outputs) => countOutputs(checkpointDeps, outputs),
       progress: d.progress,
     });
-  else if (d.producer !== undefined) {
-    const producer = d.producer;
-    const committing = d.committing ?? (() => false);
-    checkpointDeps.outputs = new OutputStream({
-      send: (records) => {
-        const p = producer();
-        if (p === undefined) return Promise.reject(new Error(`task ${d.taskId} has no producer`));
-        return p.send(records);
-      },
-      sent: () => undefined,
-      hold: true,
-      progress: d.progress,
-      paused: () => committing() || producer() === undefined,
-      minRecords: EARLY_SEND_RECORDS,
-    });
-  }
   const outputs = checkpointDeps.outputs;
   const afterBatch = () => {
     if (recordCache.size > 0) recordCache.evict();

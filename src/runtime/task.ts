@@ -116,8 +116,6 @@ export class Task {
       costs: this.costs,
       moveWatermark: () => this.#moveWatermark(),
       commitOffsets: (offsets) => this.commitOffsetsAtLeastOnce(offsets),
-      producer: () => this.#producer,
-      committing: () => this.#busy !== undefined,
     });
     this.#loop = parts.loop;
     this.#recordCache = parts.recordCache;
@@ -142,6 +140,7 @@ export class Task {
   get state(): TaskStateName {
     return this.#state;
   }
+
   /** Re-read after awaits: close() may have run meanwhile. */
   get isClosed(): boolean {
     return this.#state === 'closed';
@@ -150,6 +149,7 @@ export class Task {
   get inputTopics(): readonly string[] {
     return this.sub.sourceTopics;
   }
+
   /** Changelog records to replay, set by the state restore (for /status); undefined: no state. */
   restoreProgress: { total: number; remaining: number } | undefined;
 

@@ -209,22 +209,10 @@ export class SimTransactionalProducer {
 
   async fence(): Promise<void> {}
 
-  /** Records sent into the open transaction: written when it commits, dropped when it fails. */
-  #sent: TopicRecords[] = [];
-
-  async send(records: TopicRecords): Promise<WrittenOffsets> {
-    if (this.#closed) throw new Error(`simulated Kafka: producer ${this.id} is closed`);
-    if (this.#kafka.currentEpoch(this.id) !== this.#epoch) throw new SimulatedFencedError(this.id);
-    this.#sent.push(records);
-    return new Map();
-  }
-
   async commitTransaction(
     records: TopicRecords,
     offsets: { groupId: string; offsets: readonly TopicPartitionOffset[] },
   ): Promise<WrittenOffsets> {
-    const sent = this.#sent;
-    this.#sent = [];
     if (this.#closed) throw new Error(`simulated Kafka: producer ${this.id} is closed`);
     if (this.#kafka.currentEpoch(this.id) !== this.#epoch) throw new SimulatedFencedError(this.id);
     const fail = this.#kafka.failNextCommit;
@@ -232,7 +220,6 @@ export class SimTransactionalProducer {
       this.#kafka.failNextCommit = undefined;
       throw fail;
     }
-    for (const early of sent) this.#kafka.write(early, this.#now());
     const written = this.#kafka.write(records, this.#now());
     this.#kafka.commitOffsets(offsets.groupId, offsets.offsets);
     this.#kafka.commits++;
@@ -241,7 +228,6 @@ export class SimTransactionalProducer {
 
   async close(): Promise<void> {
     this.#closed = true;
-    this.#sent = [];
   }
 }
 

@@ -7,7 +7,7 @@ import { TaskProgress } from '../../../src/runtime/task-progress.js';
 const tick = () => new Promise((r) => setImmediate(r));
 
 /** A stream whose sends wait until the test answers them (in order, or fails one). */
-function world(opts: { hold?: boolean; paused?: () => boolean; minRecords?: number } = {}) {
+function world() {
   const progress = new TaskProgress({ maxOutOfOrdernessMs: 0, idleTimeoutMs: 0, idleAdvanceMs: 0 });
   const sends: Array<{ values: string[]; answer: (e?: Error) => void }> = [];
   const counted: string[] = [];
@@ -19,10 +19,9 @@ function world(opts: { hold?: boolean; paused?: () => boolean; minRecords?: numb
       }),
     sent: (outputs) => counted.push(...values(outputs)),
     progress,
-    ...opts,
   });
   const emit = (v: string) => progress.collector.emit('out', null, Buffer.from(v), 0, undefined);
-  return { progress, stream, sends, counted, emit, values };
+  return { progress, stream, sends, counted, emit };
 }
 
 test('outputs go as their batch ends, one send at a time; what collects meanwhile goes in one send after it', async () => {
@@ -86,50 +85,4 @@ test('a failed send fails the checkpoint after it; after a reset the stream send
   assert.equal(w.sends.length, 2);
   w.sends[1]!.answer();
   await again;
-});
-
-test('exactly-once: early sends wait for enough outputs and for the commit in flight, count only when their transaction commits, and fail the checkpoint after them', async () => {
-  let committing = false;
-  const w = world({ hold: true, paused: () => committing, minRecords: 2 });
-  assert.equal(w.stream.drained(), undefined, 'nothing to wait for: the checkpoint goes on at once');
-  w.emit('a');
-  w.stream.flush();
-  await tick();
-  assert.equal(w.sends.length, 0, 'one output is not worth a send of its own');
-  committing = true;
-  w.emit('b');
-  w.stream.flush();
-  await tick();
-  assert.equal(w.sends.length, 0, 'nothing goes while a checkpoint commits: it is the next transaction');
-  committing = false;
-  w.stream.flush();
-  await tick();
-  assert.deepEqual(
-    w.sends.map((s) => s.values),
-    [['a', 'b']],
-  );
-  const drained = w.stream.drained();
-  assert.ok(drained, 'a send in flight: the checkpoint waits for it');
-  w.sends[0]!.answer();
-  await drained;
-  assert.deepEqual(w.counted, [], 'not counted as written before the commit');
-  const run = w.progress.cleared;
-  assert.deepEqual(w.stream.takeHeld(run).map(w.values), [['a', 'b']]);
-  assert.deepEqual(w.stream.takeHeld(run), [], 'taken once');
-
-  // A failed early send fails the checkpoint (its transaction must not commit) until a reset.
-  w.emit('c');
-  w.emit('d');
-  w.stream.flush();
-  await tick();
-  w.sends[1]!.answer(new Error('fenced'));
-  await assert.rejects(w.stream.drained()!, /fenced/);
-  await assert.rejects(
-    w.stream.drained()!,
-    /fenced/,
-    'still failed: no later checkpoint of this run commits',
-  );
-  assert.deepEqual(w.stream.takeHeld(run), []);
-  w.progress.clear();
-  assert.equal(w.stream.drained(), undefined, 'a reset starts a new run');
 });

@@ -38,9 +38,6 @@ function manager(
       fences.push(Date.now());
       await opts.fence?.();
       return {
-        async send() {
-          return new Map();
-        },
         async commitTransaction(_records: unknown, o: { offsets: ReadonlyArray<{ offset: string }> }) {
           await opts.commit?.(o.offsets);
           return new Map();
