@@ -224,6 +224,11 @@ export async function assertExactOutput(
     workers: readonly WorkerProcess[];
     /** The app id (= group id): its committed offsets and the workers' tasks go to the diagnostics. */
     group?: string;
+    /**
+     * The job's input topic: on a wrong count it is read too, to tell input the test's producer
+     * wrote twice (or lost) from outputs the job wrote twice.
+     */
+    inputTopic?: string;
     timeoutMs: number;
     diagnose?: (out: ReadRecord[]) => Promise<void> | void;
   },
@@ -233,9 +238,27 @@ export async function assertExactOutput(
     t.diagnostic(`${out.length} output records for ${opts.input.count} inputs`);
     t.diagnostic(describeShortfall(out, opts.input.expected));
     if (opts.group !== undefined) await diagnoseGroup(t, opts.group, opts.workers);
+    if (opts.inputTopic !== undefined) t.diagnostic(await describeInput(opts.inputTopic, opts.input.count));
     await opts.diagnose?.(out);
     dumpWorkerLogs(opts.workers);
   }
   assertExactRunningSums(out, opts.input.expected);
   return out;
+}
+
+/** What the input topic holds against what the test sent: its count, and inputs held twice. */
+async function describeInput(topic: string, sent: number): Promise<string> {
+  try {
+    const held = await readCommittedWithJava(brokers().join(','), topic, { withValues: true });
+    const seqs = new Set<number>();
+    let twice = 0;
+    for (const r of held) {
+      const seq = (JSON.parse(r.value) as { seq: number }).seq;
+      if (seqs.has(seq)) twice++;
+      seqs.add(seq);
+    }
+    return `input topic ${topic}: ${held.length} records for ${sent} sent, ${seqs.size} distinct, ${twice} held twice`;
+  } catch (e) {
+    return `input topic ${topic} unreadable: ${String(e)}`;
+  }
 }

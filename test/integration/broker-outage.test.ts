@@ -82,6 +82,7 @@ async function assertExact(
     output,
     input: data,
     workers,
+    inputTopic: output.replace(/-out$/, '-in'),
     group: output.replace(/-out$/, ''),
     timeoutMs: 120_000,
   });

@@ -108,6 +108,7 @@ test('exactly-once should hold when the broker leading the input, output, change
       output,
       input: gen,
       workers,
+      inputTopic: input,
       group: id,
       timeoutMs: 240_000,
       // Input lost by the test's own producer (an idempotent kafkajs producer across a leader

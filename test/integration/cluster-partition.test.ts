@@ -156,7 +156,14 @@ test('a worker cut off from the brokers past its session should lose its tasks w
     }
     const fenced = cutOff.logs.filter((l) => l.includes('task migrated')).length;
     t.diagnostic(`tasks of the cut-off worker closed as migrated (fenced): ${fenced}`);
-    await assertExactOutput(t, { output, input: gen, workers, group: id, timeoutMs: 180_000 });
+    await assertExactOutput(t, {
+      output,
+      input: gen,
+      workers,
+      group: id,
+      inputTopic: input,
+      timeoutMs: 180_000,
+    });
     for (const w of workers) assert.equal(w.child.exitCode, null, `${w.name} still runs`);
   } finally {
     producing = false;

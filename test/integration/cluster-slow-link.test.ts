@@ -71,6 +71,7 @@ test('a slow link below the timeouts should cause no rebalance and leave the out
     output,
     input: gen,
     workers,
+    inputTopic: input,
     group: id,
     timeoutMs: 180_000,
     diagnose: (out) => {

@@ -111,7 +111,14 @@ test('exactly-once should hold through zombies (SIGSTOP past the session, SIGCON
     assert.equal(done.filter((e) => e.includes(':stop')).length, PAUSES);
 
     // The output must hold every update, read by Kafka's own consumer (read_committed).
-    await assertExactOutput(t, { output, input: inputGen, workers, group: id, timeoutMs: 240_000 });
+    await assertExactOutput(t, {
+      output,
+      input: inputGen,
+      workers,
+      group: id,
+      inputTopic: input,
+      timeoutMs: 240_000,
+    });
     // The zombies did meet their fence: a thawed worker's checkpoint was refused and its task
     // closed as migrated (else this run proved nothing about zombies).
     const migrated = all.reduce((n, w) => n + w.logs.filter((l) => l.includes('task migrated')).length, 0);
