@@ -12,7 +12,8 @@
  *     [--node-args '--max-semi-space-size=64']   # this checkout's worker only \
  *     [--profile-build base]                      # profile the --base checkout instead
  *
- * CPU is the worker's utime + stime (/proc/<pid>/stat, every thread) from ready (/readyz 200) to
+ * CPU is the worker's utime + stime (/proc/<pid>/stat, every thread; and of its main thread alone,
+ * which bounds the rate: /proc/<pid>/task/<pid>/stat) from ready (/readyz 200) to
  * the input all committed, per million input records, as in bench/run.ts; the rate is the one
  * between 10 % and 90 % committed. Same settings as bench/run.ts: commit interval 100 ms, record
  * cache bound 0, 4 partitions.
@@ -23,7 +24,7 @@ import { join, resolve } from 'node:path';
 import { deleteTopicsMatching, uniqueName } from '../test/helpers/kafka.js';
 import { summarize } from './lib/cpuprofile.js';
 import { poller } from './lib/kafka-io.js';
-import { type Guarantee, procStats, startProc } from './lib/procs.js';
+import { type Guarantee, mainThreadSeconds, procStats, startProc } from './lib/procs.js';
 import { type CommitSample, percentile, steadyRate } from './lib/steady.js';
 import { prepare, sleep, WORKLOADS } from './lib/throughput.js';
 
@@ -74,6 +75,8 @@ function parseArgs(argv: string[]): Options {
 interface Run {
   build: 'this' | 'base';
   cpuPerMillion: number;
+  /** the main (JavaScript) thread alone, per million input records */
+  mainPerMillion: number;
   rate: number;
   rssMb: number;
 }
@@ -114,6 +117,7 @@ async function main() {
       try {
         await proc.ready(120_000);
         const cpu0 = procStats(proc.pid).cpuSeconds;
+        const main0 = mainThreadSeconds(proc.pid);
         const t0 = performance.now();
         const samples: CommitSample[] = [{ at: t0, committed: 0 }];
         for (;;) {
@@ -130,6 +134,7 @@ async function main() {
         return {
           build,
           cpuPerMillion: ((st.cpuSeconds - cpu0) / o.records) * 1e6,
+          mainPerMillion: ((mainThreadSeconds(proc.pid) - main0) / o.records) * 1e6,
           rate: steadyRate(samples, total),
           rssMb: st.hwmBytes / 2 ** 20,
         };
@@ -176,11 +181,11 @@ async function main() {
     `- command: \`KAFKA_BROKERS=${process.env.KAFKA_BROKERS} node dist/bench/cpu.js ${process.argv.slice(2).join(' ')}\``,
     `- ${new Date().toISOString()}; CPU = worker utime + stime from ready to the input all committed`,
     '',
-    '| run | build | CPU s / M records | records/s (10 → 90 % committed) | peak RSS (MB) |',
-    '|---:|---|---:|---:|---:|',
+    '| run | build | CPU s / M records | main thread CPU s / M | records/s (10 → 90 % committed) | peak RSS (MB) |',
+    '|---:|---|---:|---:|---:|---:|',
     ...runs.map(
       (r, i) =>
-        `| ${Math.floor(i / (o.base ? 2 : 1)) + 1} | ${r.build} | ${r.cpuPerMillion.toFixed(2)} | ${Math.round(r.rate)} | ${Math.round(r.rssMb)} |`,
+        `| ${Math.floor(i / (o.base ? 2 : 1)) + 1} | ${r.build} | ${r.cpuPerMillion.toFixed(2)} | ${r.mainPerMillion.toFixed(2)} | ${Math.round(r.rate)} | ${Math.round(r.rssMb)} |`,
     ),
     '',
     `median this: ${med('this', (r) => r.cpuPerMillion).toFixed(2)} CPU s/M, ${Math.round(med('this', (r) => r.rate))} records/s`,
@@ -190,12 +195,19 @@ async function main() {
       .filter((r) => r.build === 'this')
       .map((a, i) => {
         const b = runs.filter((r) => r.build === 'base')[i]!;
-        return { cpu: a.cpuPerMillion / b.cpuPerMillion, rate: a.rate / b.rate };
+        return {
+          cpu: a.cpuPerMillion / b.cpuPerMillion,
+          main: a.mainPerMillion / b.mainPerMillion,
+          rate: a.rate / b.rate,
+        };
       });
     L.push(
       `median base: ${med('base', (r) => r.cpuPerMillion).toFixed(2)} CPU s/M, ${Math.round(med('base', (r) => r.rate))} records/s`,
       `this / base, pair by pair: CPU ${pairs.map((p) => p.cpu.toFixed(2)).join(', ')} (median ${percentile(
         pairs.map((p) => p.cpu),
+        50,
+      ).toFixed(2)}); main thread CPU ${pairs.map((p) => p.main.toFixed(2)).join(', ')} (median ${percentile(
+        pairs.map((p) => p.main),
         50,
       ).toFixed(2)}); rate ${pairs.map((p) => p.rate.toFixed(2)).join(', ')} (median ${percentile(
         pairs.map((p) => p.rate),

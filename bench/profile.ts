@@ -1,10 +1,10 @@
 /**
- * Profiles one Sluice worker on workload (b), keyed count, with `node --cpu-prof` and prints the
+ * Profiles one Sluice worker on a bench job (--job, default the keyed count), with `node --cpu-prof` and prints the
  * functions and files with the most self time (V8's sampling profiler, 1 ms interval by default).
  *
  *   npm run build && KAFKA_BROKERS=127.0.0.1:19493 node dist/bench/profile.js \
  *     [--records 200000] [--keys 100000] [--dist uniform|zipf] [--guarantee exactly_once]
- *     [--out file.md] [--keep file.cpuprofile]
+ *     [--job count|map-filter|enrich|running-sum] [--out file.md] [--keep file.cpuprofile]
  *
  * The worker is stopped with SIGTERM once its group has committed the whole input, so the
  * profile covers start-up, processing and a clean shutdown; the table leaves out idle time.
@@ -17,7 +17,7 @@ import { freePort } from '../src/dev/broker-process.js';
 import { createTopics, deleteTopicsMatching, uniqueName } from '../test/helpers/kafka.js';
 import { summarize } from './lib/cpuprofile.js';
 import { poller, produceFast } from './lib/kafka-io.js';
-import { root, sluiceJobPath } from './lib/procs.js';
+import { type JobKind, root, sluiceJobPath } from './lib/procs.js';
 import { eventMaker } from './workloads.js';
 
 function parseArgs(argv: string[]) {
@@ -28,6 +28,7 @@ function parseArgs(argv: string[]) {
     guarantee: 'exactly_once',
     out: '',
     keep: '',
+    job: 'count' as JobKind,
   };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]!;
@@ -39,6 +40,7 @@ function parseArgs(argv: string[]) {
     else if (a === '--guarantee') o.guarantee = v;
     else if (a === '--out') o.out = v;
     else if (a === '--keep') o.keep = v;
+    else if (a === '--job') o.job = v as JobKind;
     else throw new Error(`unknown option ${a}`);
   }
   return o;
@@ -70,7 +72,7 @@ async function main() {
         `--cpu-prof-dir=${profDir}`,
         join(root, 'bin/sluice.js'),
         'run',
-        sluiceJobPath('count'),
+        sluiceJobPath(o.job),
         '--http-port',
         String(await freePort()),
         '--log-level',
@@ -97,7 +99,7 @@ async function main() {
     if (!file) throw new Error('no .cpuprofile written');
     if (o.keep) writeFileSync(o.keep, readFileSync(join(profDir, file)));
     const md = [
-      `# CPU profile of a Sluice worker: keyed count, ${o.records} records, ${o.keys} keys ${o.dist}, ${o.guarantee}`,
+      `# CPU profile of a Sluice worker: ${o.job}, ${o.records} records, ${o.keys} keys ${o.dist}, ${o.guarantee}`,
       '',
       `- command: \`KAFKA_BROKERS=${process.env.KAFKA_BROKERS} node dist/bench/profile.js ${process.argv.slice(2).join(' ')}\``,
       `- ${new Date().toISOString()}; first output → input committed: ${seconds.toFixed(2)} s (${Math.round(o.records / seconds)} records/s under the profiler); start → end ${((performance.now() - t0) / 1000).toFixed(1)} s`,

@@ -217,6 +217,21 @@ export async function startProc(s: RunSpec): Promise<Proc> {
 }
 
 /** CPU seconds (user + system) and peak RSS of a live process, from /proc. */
+/**
+ * CPU seconds (utime + stime) of a process's main thread alone (/proc/<pid>/task/<pid>/stat):
+ * for a Node.js worker, the JavaScript thread, which bounds its rate; the libuv pool, V8's
+ * helpers and RocksDB's background threads are left out.
+ */
+export function mainThreadSeconds(pid: number): number {
+  try {
+    const stat = readFileSync(`/proc/${pid}/task/${pid}/stat`, 'utf8');
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(f[11]) + Number(f[12])) / CLK_TCK;
+  } catch {
+    return Number.NaN;
+  }
+}
+
 export function procStats(pid: number): { cpuSeconds: number; hwmBytes: number } {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');

@@ -13,7 +13,7 @@ import {
   fingerprintOf,
 } from '../state/checkpoint-meta.js';
 import type { RocksStore, RocksStoreOptions, WriteOp } from '../state/rocks-store.js';
-import { WriteBackCache } from '../state/write-back-cache.js';
+import { type Loaded, WriteBackCache } from '../state/write-back-cache.js';
 import type { GraphNode, StoreSpec } from '../topology/nodes.js';
 import { readCollection } from './collection-state.js';
 import type { Collector } from './collector.js';
@@ -93,13 +93,76 @@ export class RocksTaskState implements TaskState {
     this.cache = new WriteBackCache<unknown>({
       maxBytes: ctx.cacheBytes ?? ctx.config.state.cacheMaxBytes,
       groupOf: (store, key) => (collections.has(store) && key.length >= 4 ? 4 + key.readUInt32BE(0) : 0),
-      loader: (store, key) => {
-        const raw = rocks.getSync(store, key);
-        if (raw === undefined) return { value: undefined, size: 64 + key.length };
-        const value = stores.get(store)!.serde.deserialize(raw);
-        return { value, size: approxSize(key, value) };
-      },
+      loader: (store, key) => this.#decode(store, key, rocks.getSync(store, key)),
     });
+  }
+
+  #decode(store: string, key: Buffer, raw: Buffer | undefined): Loaded<unknown> {
+    if (raw === undefined) return { value: undefined, size: 64 + key.length };
+    const value = this.stores.get(store)!.serde.deserialize(raw);
+    return { value, size: approxSize(key, value) };
+  }
+
+  /** Cache hits and misses when {@link readAhead} last looked. */
+  #aheadHits = 0;
+  #aheadMisses = 0;
+
+  /**
+   * Reads the keys of `stores` (value stores keyed by the record key) into the cache ahead of the
+   * records that will read them: one RocksDB MultiGet per store for the keys not cached, on this
+   * thread (`background` false: the next records need them now) or on the libuv pool, whose
+   * answer is taken only if no write reached RocksDB meanwhile (a checkpoint may have written and
+   * the cache evicted a newer value). Skipped while the cache answers nearly every read (fewer
+   * than 1 in 16 missed since the last call): looking the keys up would cost more than it saves.
+   * A value that fails to decode is left out, for its record's own read to report.
+   */
+  readAhead(stores: readonly string[], keys: Buffer[], background: boolean): void {
+    const c = this.cache;
+    const hits = c.hits - this.#aheadHits;
+    const misses = c.misses - this.#aheadMisses;
+    this.#aheadHits = c.hits;
+    this.#aheadMisses = c.misses;
+    if (hits + misses >= 256 && misses * 16 < hits + misses) return;
+    for (const store of stores) {
+      // On this thread only the keys not cached are read; on the pool all (fill skips cached ones).
+      let wanted: Buffer[] = keys;
+      if (!background) {
+        wanted = [];
+        for (const key of keys) if (!c.has(store, key)) wanted.push(key);
+        if (wanted.length === 0) continue;
+        this.#fill(store, wanted, this.rocks.getManySync(store, wanted));
+        continue;
+      }
+      const rocks = this.rocks;
+      const at = rocks.writes;
+      rocks.getManyAsync(store, wanted).then(
+        (raws) => {
+          if (rocks.isOpen && rocks.writes === at) this.#fill(store, wanted, raws);
+        },
+        // Only a hint: the records read their keys themselves, and report what fails then.
+        () => {},
+      );
+    }
+  }
+
+  #fill(store: string, keys: readonly Buffer[], raws: ReadonlyArray<Buffer | undefined>): void {
+    const c = this.cache;
+    const fresh: Buffer[] = [];
+    const ks: string[] = [];
+    const loaded: Array<Loaded<unknown>> = [];
+    for (let i = 0; i < keys.length; i++) {
+      const key = keys[i]!;
+      const k = key.toString('latin1');
+      if (c.has(store, key, k)) continue;
+      try {
+        loaded.push(this.#decode(store, key, raws[i]));
+      } catch {
+        continue;
+      }
+      fresh.push(key);
+      ks.push(k);
+    }
+    c.fill(store, fresh, ks, loaded);
   }
 
   get dirty(): boolean {

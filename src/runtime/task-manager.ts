@@ -9,6 +9,7 @@ import type { WorkerMetrics } from '../ops/metrics.js';
 import type { Topology } from '../topology/build.js';
 import { AsyncBudget } from './async-stage.js';
 import type { InputRateMeter } from './input-rate.js';
+import { readAheadBatch } from './read-ahead.js';
 import { SliceSize } from './slice-size.js';
 import { Task, type TaskDeps } from './task.js';
 import type { TaskState } from './task-state.js';
@@ -193,25 +194,22 @@ export class TaskManager {
 
   /**
    * Processes a batch of one input partition, in slices: of the async stages' `concurrency` for
-   * a task with async stages, waiting for room before each (a fetched batch of ~1 MiB would
-   * otherwise enter a stage whole), else of about 2 ms of processing ({@link SliceSize}).
-   * Between two slices a due checkpoint starts (its snapshot holds the slices before it, as
-   * Kafka Streams commits between records) and the event loop runs once, so the answers of
-   * checkpoints in flight and the timers are not held up for a whole fetched batch (issue 19: a
-   * 1 MiB batch is about 10k records, 100 ms of processing). The unprocessed rest of a batch that
-   * went stale, or of a task reset meanwhile (its position moved back), is fetched again.
+   * a task with async stages (waiting for room before each), else of about 2 ms of processing
+   * ({@link SliceSize}); its keys are read ahead first (read-ahead.ts). Between two slices a due
+   * checkpoint starts (its snapshot holds the slices before it, as Kafka Streams commits between
+   * records) and the event loop runs once: checkpoint answers and timers do not wait for a whole
+   * fetched batch (issue 19: ~10k records, 100 ms). The unprocessed rest of a batch that went
+   * stale, or of a task reset meanwhile (its position moved back), is fetched again.
    */
   async processBatch(task: Task, b: BatchContext, running: () => boolean): Promise<number> {
     const fixed = task.async.chunk > 0 ? task.async.chunk : undefined;
     let sizer = this.#slices.get(task);
     if (sizer === undefined) this.#slices.set(task, (sizer = new SliceSize()));
+    readAheadBatch(task, b.topic, b.records, fixed ?? sizer.records);
     const slice = (from: number, to: number): number => {
       const started = performance.now();
-      const n = task.process(
-        b.topic,
-        from === 0 && to >= b.records.length ? b.records : b.records.slice(from, to),
-        b.resolveOffset,
-      );
+      const records = from === 0 && to >= b.records.length ? b.records : b.records.slice(from, to);
+      const n = task.process(b.topic, records, b.resolveOffset);
       sizer.observe(Math.min(to, b.records.length) - from, performance.now() - started);
       return n;
     };

@@ -27,6 +27,8 @@ export interface TaskState {
   flushCacheMetrics(): void;
   /** Sets the memory bound of the task's write-back cache (its share of the worker's). */
   resizeCache?(maxBytes: number): void;
+  /** Reads these keys of these value stores into the cache ahead of their records (read-ahead.ts). */
+  readAhead?(stores: readonly string[], keys: Buffer[], background: boolean): void;
   /**
    * Reads one key of a store for a state query: the write-back cache first (so the answer
    * includes writes not yet checkpointed), then RocksDB; `undefined` when absent. A map or list

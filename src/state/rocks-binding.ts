@@ -19,6 +19,8 @@
  *   `Buffer` for a hit, `undefined` for a miss (`null` only with `timeout`, which we do not set).
  *   Calling it after `close()` dereferences a null `DB*` and kills the process with SIGSEGV, so
  *   the caller must refuse reads once it has started closing.
+ * - `db._getManyAsync(keys, { column })` is the same MultiGet on the libuv pool, resolving to the
+ *   same array; `close()` waits for the ones in flight (the binding counts them).
  * - `db.batch()` returns a chained batch; `_put/_del(key, value, { column })` append to a native
  *   `WriteBatch` and `_writeSync({ sync })` writes it on the calling thread (the public `write()`
  *   does the same and only defers the callback). `_closeSync()` frees it. A batch left open when
@@ -94,6 +96,8 @@ export interface RawDb {
   close(): Promise<void>;
   batch(): RawChainedBatch;
   _getManySync(keys: Buffer[], options: ColumnOption): Array<Buffer | undefined | null>;
+  /** The same MultiGet on the libuv pool; `close()` waits for one in flight. */
+  _getManyAsync(keys: Buffer[], options: ColumnOption): Promise<Array<Buffer | undefined | null>>;
   iterator(options: RawRange & { keyEncoding: 'buffer'; valueEncoding: 'buffer' }): RawIterator;
   querySync(options: RawRange & { keyEncoding: 'buffer'; valueEncoding: 'buffer' }): {
     rows: Buffer[];

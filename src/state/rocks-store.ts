@@ -100,6 +100,8 @@ export class RocksStore {
   private readonly lock: DirLock;
   private readonly opts: RocksStoreOptions;
   private closed = false;
+  /** Writes so far (batches and clears): a read that overlapped one may be stale. */
+  private writeCount = 0;
   /** Reused one-key array for getSync: the binding reads it synchronously. */
   private readonly one: Buffer[] = [META_KEY];
 
@@ -201,6 +203,32 @@ export class RocksStore {
   }
 
   /**
+   * {@link getManySync} on the libuv pool, off the calling thread. The values are as of some
+   * moment before the promise settles: compare {@link writes} before and after to know that no
+   * write of this store came in between.
+   */
+  async getManyAsync(store: string, keys: Buffer[]): Promise<Array<Buffer | undefined>> {
+    const column = this.column(store);
+    this.assertOpen('read');
+    let values: Array<Buffer | null | undefined>;
+    try {
+      values = await this.db._getManyAsync(keys, column);
+    } catch (err) {
+      throw toStateError(err, this.dir, 'read', this.opts.taskId);
+    }
+    for (let i = 0; i < values.length; i++) {
+      if (values[i] === null)
+        throw new StateIoError(this.dir, 'read', `read in ${this.dir} timed out or aborted`);
+    }
+    return values as Array<Buffer | undefined>;
+  }
+
+  /** How many writes (batches, clears) this store has taken: changes when anything may have. */
+  get writes(): number {
+    return this.writeCount;
+  }
+
+  /**
    * Writes the operations, and the checkpoint meta entry when given, as one atomic batch: after a
    * crash either all of it is there or none. An unknown store rejects before anything is written.
    */
@@ -212,6 +240,7 @@ export class RocksStore {
   writeSync(ops: readonly WriteOp[], meta?: Buffer): void {
     this.assertOpen('write');
     if (ops.length === 0 && meta === undefined) return;
+    this.writeCount++;
     const batch = this.db.batch();
     try {
       for (let i = 0; i < ops.length; i++) {
@@ -295,6 +324,7 @@ export class RocksStore {
   async clear(store: string): Promise<void> {
     const column = this.column(store);
     this.assertOpen('clear');
+    this.writeCount++;
     try {
       await this.db.clear(column);
     } catch (err) {
@@ -308,6 +338,7 @@ export class RocksStore {
    */
   async wipeAll(): Promise<void> {
     this.assertOpen('wipe');
+    this.writeCount++;
     try {
       await this.db.close();
     } catch {

@@ -133,6 +133,16 @@ class MemoryStore {
     return keys.map((k) => c.get(k.toString('latin1')));
   }
 
+  /** Reads now, answers later (RocksDB's reads on the libuv pool answer at some later turn too). */
+  async getManyAsync(store: string, keys: Buffer[]): Promise<Array<Buffer | undefined>> {
+    return this.getManySync(store, keys);
+  }
+
+  #writes = 0;
+  get writes(): number {
+    return this.#writes;
+  }
+
   async write(ops: readonly WriteOp[], meta?: Buffer): Promise<void> {
     this.writeSync(ops, meta);
   }
@@ -141,6 +151,7 @@ class MemoryStore {
   writeSync(ops: readonly WriteOp[], meta?: Buffer): void {
     for (const op of ops) this.#column(op.store);
     if (this.#closed) throw new Error(`state folder ${this.dir} is closed`);
+    this.#writes++;
     for (const op of ops) {
       const c = this.#f.stores.get(op.store)!;
       const ix = this.#f.sorted.get(op.store)!;
@@ -184,10 +195,12 @@ class MemoryStore {
 
   async clear(store: string): Promise<void> {
     this.#column(store).clear();
+    this.#writes++;
     this.#f.sorted.set(store, newIndex());
   }
 
   async wipeAll(): Promise<void> {
+    this.#writes++;
     for (const c of this.#f.stores.values()) c.clear();
     for (const k of this.#f.sorted.keys()) this.#f.sorted.set(k, newIndex());
     this.#f.meta = undefined;
