@@ -120,7 +120,11 @@ export function createProcessOp(
       scope.id = '';
       return;
     }
-    const bytes = keySerde.serialize(k) ?? EMPTY;
+    const memo = rc.keyMemo;
+    const bytes =
+      format !== '' && memo.key === k && memo.format === format
+        ? memo.bytes
+        : (keySerde.serialize(k) ?? EMPTY);
     scope.bytes = bytes;
     // UTF-8 of a string as long as the string: all ASCII, so its latin1 form is the string.
     scope.id = utf8Keys && typeof k === 'string' && bytes.length === k.length ? k : undefined;

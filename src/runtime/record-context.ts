@@ -47,3 +47,11 @@ export function memoKeyBytes(rc: MutableRecordContext, key: unknown, format: str
   m.format = format;
   m.bytes = bytes;
 }
+
+/**
+ * Whether UTF-8 bytes start with a byte order mark, which the string serde's decoder drops: such
+ * a key's bytes are not what the decoded string serializes to.
+ */
+export function startsWithBom(b: Buffer): boolean {
+  return b.length >= 3 && b[0] === 0xef && b[1] === 0xbb && b[2] === 0xbf;
+}

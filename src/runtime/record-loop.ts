@@ -14,7 +14,7 @@ import {
 } from './dead-letter.js';
 import type { Op } from './operators.js';
 import type { FlushGuard } from './record-cache.js';
-import type { MutableRecordContext } from './record-context.js';
+import { type MutableRecordContext, memoFormat, memoKeyBytes, startsWithBom } from './record-context.js';
 import type { TaskProgress } from './task-progress.js';
 import type { TimerGuard } from './task-state.js';
 import { WATERMARK_HEADER } from './watermark.js';
@@ -147,6 +147,7 @@ export class RecordLoop {
     const source = sub.sources.get(topic);
     if (!op || !source || source.spec.kind !== 'source') return 0;
     const ks = source.spec.key;
+    const textKeys = memoFormat(ks.fingerprint) === 'string';
     const vs = source.spec.value;
     const tsOf = source.spec.timestamp;
     const rc = this.#d.rc;
@@ -209,6 +210,9 @@ export class RecordLoop {
       let value: unknown;
       try {
         key = r.key === null ? null : ks.deserialize(r.key);
+        // The bytes read are the key's serialization: a keyed operator or a sink takes them as is.
+        if (textKeys && typeof key === 'string' && !startsWithBom(r.key!))
+          memoKeyBytes(rc, key, 'string', r.key!);
         value = vs.deserialize(r.value);
         if (tsOf !== undefined) {
           rc.key = key;

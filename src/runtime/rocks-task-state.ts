@@ -109,10 +109,10 @@ export class RocksTaskState implements TaskState {
 
   /**
    * Reads the keys of `stores` (value stores keyed by the record key) into the cache ahead of the
-   * records that will read them: one RocksDB MultiGet per store for the keys not cached, on this
-   * thread (`background` false: the next records need them now) or on the libuv pool, whose
-   * answer is taken only if no write reached RocksDB meanwhile (a checkpoint may have written and
-   * the cache evicted a newer value). Skipped while the cache answers nearly every read (fewer
+   * records that will read them: one RocksDB MultiGet per store, on this thread for the keys not
+   * cached (`background` false: the next records need them now) or on the libuv pool for all of
+   * them (the cache keeps what it holds), whose answer is taken only if no write reached RocksDB
+   * meanwhile (a checkpoint may have written a newer value and the cache evicted it). Skipped while the cache answers nearly every read (fewer
    * than 1 in 16 missed since the last call): looking the keys up would cost more than it saves.
    * A value that fails to decode is left out, for its record's own read to report.
    */
