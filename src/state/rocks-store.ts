@@ -195,11 +195,7 @@ export class RocksStore {
     } catch (err) {
       throw toStateError(err, this.dir, 'read', this.opts.taskId);
     }
-    for (let i = 0; i < values.length; i++) {
-      if (values[i] === null)
-        throw new StateIoError(this.dir, 'read', `read in ${this.dir} timed out or aborted`);
-    }
-    return values as Array<Buffer | undefined>;
+    return this.found(values);
   }
 
   /**
@@ -216,6 +212,11 @@ export class RocksStore {
     } catch (err) {
       throw toStateError(err, this.dir, 'read', this.opts.taskId);
     }
+    return this.found(values);
+  }
+
+  /** A MultiGet's answer: `null` (only with a read timeout, which we do not set) is an error. */
+  private found(values: Array<Buffer | null | undefined>): Array<Buffer | undefined> {
     for (let i = 0; i < values.length; i++) {
       if (values[i] === null)
         throw new StateIoError(this.dir, 'read', `read in ${this.dir} timed out or aborted`);
