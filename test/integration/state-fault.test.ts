@@ -2,8 +2,8 @@
  * A state read that fails is Sluice's or the machine's fault, not the user's (issue 13.2): the
  * batch must fail without committing, the task reset to its last checkpoint and the records
  * processed again, and no good record may go to the dead-letter topic. The fault is injected
- * into the task's RocksDB store (its first read of one key throws a StateIoError, as an I/O error
- * would); the reset reopens the store, so the retry reads for real.
+ * into the task's RocksDB store (its first read of one key on the processing thread throws a
+ * StateIoError, as an I/O error would); the reset reopens the store, so the retry reads for real.
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
@@ -36,14 +36,29 @@ test('a state read that fails should reset the task and reprocess its records, w
   const worker = w.worker;
   await eventually(async () => worker.readiness().ready, { timeoutMs: 60_000, what: 'worker ready' });
   const rocks = (worker.tasks.get('0_0')!.stateStore as RocksTaskState).rocks;
+  // The first read on the processing thread that asks for k3 fails: a record's own read
+  // (getSync) or the read-ahead of its batch's first slice (getManySync). The read-ahead on the
+  // libuv pool is a hint whose failure is ignored (the records read their keys themselves): it
+  // fails every time here, so k3 is read on the processing thread.
   const real = rocks.getSync.bind(rocks);
+  const realMany = rocks.getManySync.bind(rocks);
   let injected = 0;
-  rocks.getSync = (store, key) => {
-    if (key.toString() === 'k3' && injected === 0) {
+  const fault = (keys: Buffer[]) => {
+    if (injected === 0 && keys.some((k) => k.toString() === 'k3')) {
       injected++;
       throw new StateIoError('/state', 'read', 'state I/O error in /state during read: EIO (injected)');
     }
+  };
+  rocks.getSync = (store, key) => {
+    fault([key]);
     return real(store, key);
+  };
+  rocks.getManySync = (store, keys) => {
+    fault(keys);
+    return realMany(store, keys);
+  };
+  rocks.getManyAsync = async () => {
+    throw new StateIoError('/state', 'read', 'state I/O error in /state during read: EIO (injected)');
   };
   const N = 50;
   await produce(
