@@ -4,7 +4,7 @@ import { isSluiceFault, OperatorError, SluiceError } from '../errors.js';
 import type { GraphNode } from '../topology/nodes.js';
 import { type Copy, type KeyScope, listHandle, live, mapHandle } from './collection-state.js';
 import type { Op } from './operators.js';
-import { type MutableRecordContext, memoFormat, memoKeyBytes } from './record-context.js';
+import { keyBytesOf, type MutableRecordContext, memoFormat, memoKeyBytes } from './record-context.js';
 import { approxSize, type KeyedState } from './task-state.js';
 import { TimerService } from './timers.js';
 
@@ -120,11 +120,7 @@ export function createProcessOp(
       scope.id = '';
       return;
     }
-    const memo = rc.keyMemo;
-    const bytes =
-      format !== '' && memo.key === k && memo.format === format
-        ? memo.bytes
-        : (keySerde.serialize(k) ?? EMPTY);
+    const bytes = keyBytesOf(rc, k, format, keySerde) ?? EMPTY;
     scope.bytes = bytes;
     // UTF-8 of a string as long as the string: all ASCII, so its latin1 form is the string.
     scope.id = utf8Keys && typeof k === 'string' && bytes.length === k.length ? k : undefined;

@@ -2,7 +2,7 @@ import { isThenable } from '../api/async.js';
 import type { Serde } from '../api/serdes.js';
 import { isSluiceFault, OperatorError } from '../errors.js';
 import type { GraphNode } from '../topology/nodes.js';
-import { type MutableRecordContext, memoFormat } from './record-context.js';
+import { keyBytesOf, type MutableRecordContext, memoFormat } from './record-context.js';
 
 /** A compiled operator: takes one record (the context holds its metadata) and pushes it on. */
 export interface Op {
@@ -268,16 +268,11 @@ export function compileOperators(
         const ks: Serde<unknown> = s.key;
         const vs: Serde<unknown> = s.value;
         const format = memoFormat(ks.fingerprint);
-        const memo = rc.keyMemo;
         op = {
           push(k, v) {
             emitter.emit(
               topic,
-              k === null || k === undefined
-                ? null
-                : format !== '' && memo.key === k && memo.format === format
-                  ? memo.bytes
-                  : ks.serialize(k),
+              k === null || k === undefined ? null : keyBytesOf(rc, k, format, ks),
               vs.serialize(v),
               rc.timestamp,
               rc.headers,

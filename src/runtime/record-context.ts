@@ -1,4 +1,5 @@
 import type { RecordContext } from '../api/context.js';
+import type { Serde } from '../api/serdes.js';
 import type { InRecord } from '../kafka/types.js';
 
 /**
@@ -37,6 +38,17 @@ const MEMO_FORMATS = new Set(['string', 'number', 'json']);
 /** The format under which a serde's bytes may be memoized, or '' (none). */
 export function memoFormat(fingerprint: string | undefined): string {
   return fingerprint !== undefined && MEMO_FORMATS.has(fingerprint) ? fingerprint : '';
+}
+
+/** The bytes of `key` remembered under `format`, or else `serde`'s serialization of it. */
+export function keyBytesOf(
+  rc: MutableRecordContext,
+  key: unknown,
+  format: string,
+  serde: Serde<unknown>,
+): Buffer | null {
+  const m = rc.keyMemo;
+  return format !== '' && m.key === key && m.format === format ? m.bytes : serde.serialize(key);
 }
 
 /** Remembers `bytes` as the serialization of `key` under `format` (when both allow it). */

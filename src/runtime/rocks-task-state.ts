@@ -112,9 +112,9 @@ export class RocksTaskState implements TaskState {
    * records that will read them: one RocksDB MultiGet per store, on this thread for the keys not
    * cached (`background` false: the next records need them now) or on the libuv pool for all of
    * them (the cache keeps what it holds), whose answer is taken only if no write reached RocksDB
-   * meanwhile (a checkpoint may have written a newer value and the cache evicted it). Skipped while the cache answers nearly every read (fewer
-   * than 1 in 16 missed since the last call): looking the keys up would cost more than it saves.
-   * A value that fails to decode is left out, for its record's own read to report.
+   * meanwhile (a checkpoint may have written a newer value and the cache evicted it). Skipped
+   * while the cache answers nearly every read (fewer than 1 in 16 missed since the last call):
+   * looking the keys up would cost more than it saves.
    */
   readAhead(stores: readonly string[], keys: Buffer[], background: boolean): void {
     const c = this.cache;
@@ -145,24 +145,15 @@ export class RocksTaskState implements TaskState {
     }
   }
 
+  /** Caches what a read-ahead found; a value that fails to decode is left for its record's own read. */
   #fill(store: string, keys: readonly Buffer[], raws: ReadonlyArray<Buffer | undefined>): void {
-    const c = this.cache;
-    const fresh: Buffer[] = [];
-    const ks: string[] = [];
-    const loaded: Array<Loaded<unknown>> = [];
-    for (let i = 0; i < keys.length; i++) {
-      const key = keys[i]!;
-      const k = key.toString('latin1');
-      if (c.has(store, key, k)) continue;
+    this.cache.fill(store, keys, (i) => {
       try {
-        loaded.push(this.#decode(store, key, raws[i]));
+        return this.#decode(store, keys[i]!, raws[i]);
       } catch {
-        continue;
+        return undefined;
       }
-      fresh.push(key);
-      ks.push(k);
-    }
-    c.fill(store, fresh, ks, loaded);
+    });
   }
 
   get dirty(): boolean {

@@ -272,30 +272,26 @@ export class WriteBackCache<V> {
     return e === undefined ? undefined : { value: e.value };
   }
 
-  /** Whether `key` is cached (without loading or touching it); `k` as in {@link get}. */
-  has(store: string, key: Buffer, k: string = key.toString('latin1')): boolean {
-    return this.stores.get(store)?.has(k) ?? false;
+  /** Whether `key` is cached (without loading or touching it). */
+  has(store: string, key: Buffer): boolean {
+    return this.stores.get(store)?.has(key.toString('latin1')) ?? false;
   }
 
   /**
    * Takes values read ahead of the records that need them (one RocksDB MultiGet for a batch's
-   * keys): each key not cached yet becomes a clean entry, as {@link get}'s load would make it.
-   * Cached keys are left alone: the cache is as new as RocksDB or newer. `ks[i]` is `keys[i]` as
-   * latin1. The loads count as misses (the reads that then find them, as hits). Returns how many
-   * entries it added.
+   * keys): each key not cached yet becomes a clean entry of `load(i)` (the i-th key's value; none
+   * when it gives `undefined`), as {@link get}'s load would make it. Cached keys are left alone:
+   * the cache is as new as RocksDB or newer. The loads count as misses (the reads that then find
+   * them, as hits). Returns how many entries it added.
    */
-  fill(
-    store: string,
-    keys: readonly Buffer[],
-    ks: readonly string[],
-    loaded: ReadonlyArray<Loaded<V>>,
-  ): number {
+  fill(store: string, keys: readonly Buffer[], load: (i: number) => Loaded<V> | undefined): number {
     const map = this.storeMap(store);
     let n = 0;
     for (let i = 0; i < keys.length; i++) {
-      const k = ks[i]!;
+      const k = keys[i]!.toString('latin1');
       if (map.has(k)) continue;
-      const l = loaded[i]!;
+      const l = load(i);
+      if (l === undefined) continue;
       this.join(store, keys[i]!, this.insertClean(store, map, k, l.value, l.size));
       n++;
     }
