@@ -27,6 +27,7 @@ import {
   type TimerGuard,
   type TimerSource,
 } from './task-state.js';
+import { WriteBehind, withOffsetsOf } from './write-behind.js';
 
 /** A store of a task: its spec, its changelog topic and the serde of its values. */
 export interface StoreInfo {
@@ -61,7 +62,14 @@ export class RocksTaskState implements TaskState {
   readonly rocks: RocksStore;
   readonly cache: WriteBackCache<unknown>;
   readonly stores: ReadonlyMap<string, StoreInfo>;
+  /** The changelog offsets (and last records) of the last committed checkpoint, per store. */
   #meta: CheckpointMeta;
+  /** The meta entry RocksDB holds: value stores' offsets lag {@link #meta} while writes wait. */
+  #stored: CheckpointMeta;
+  /** Committed writes of value stores that RocksDB has not taken yet (write-behind.ts). */
+  readonly #behind: WriteBehind;
+  /** The stores whose committed writes may wait: value stores, which are read by key only. */
+  readonly #deferrable = new Set<string>();
   #pendingOps: WriteOp[] = [];
   /**
    * Store → the last changelog record of the pending checkpoint (its fingerprint once written)
@@ -84,17 +92,37 @@ export class RocksTaskState implements TaskState {
     this.rocks = rocks;
     this.stores = stores;
     this.#meta = meta;
+    this.#stored = meta;
+    this.#behind = new WriteBehind(ctx.config.state.localCheckpointRecords, () => this.cache.bound / 2);
     this.#ctx = ctx;
     this.#taskId = task.id;
     this.#partition = task.partition;
     // Map and list stores: an entry's group is its record key's prefix (see collection-state.ts).
     const collections = new Set<string>();
-    for (const [name, info] of stores) if (info.spec.descriptor.kind !== 'value') collections.add(name);
+    for (const [name, info] of stores) {
+      if (info.spec.descriptor.kind !== 'value') collections.add(name);
+      // Timers and an async stage's records in flight are scanned from RocksDB (`__` states).
+      else if (!info.spec.stateName.startsWith('__')) this.#deferrable.add(name);
+    }
     this.cache = new WriteBackCache<unknown>({
       maxBytes: ctx.cacheBytes ?? ctx.config.state.cacheMaxBytes,
       groupOf: (store, key) => (collections.has(store) && key.length >= 4 ? 4 + key.readUInt32BE(0) : 0),
-      loader: (store, key) => this.#decode(store, key, rocks.getSync(store, key)),
+      loader: (store, key) => this.#decode(store, key, this.#committed(store, key)),
     });
+  }
+
+  /** The committed value of `key`: a write waiting for RocksDB, else RocksDB's. */
+  #committed(store: string, key: Buffer): Buffer | undefined {
+    if (this.#behind.holds(store)) {
+      const op = this.#behind.get(store, key);
+      if (op !== undefined) return op.value ?? undefined;
+    }
+    return this.rocks.getSync(store, key);
+  }
+
+  /** Committed writes of `store` that RocksDB has not taken yet (the test driver's state views). */
+  unwritten(store: string): Iterable<WriteOp> {
+    return this.#behind.of(store);
   }
 
   #decode(store: string, key: Buffer, raw: Buffer | undefined): Loaded<unknown> {
@@ -147,9 +175,11 @@ export class RocksTaskState implements TaskState {
 
   /** Caches what a read-ahead found; a value that fails to decode is left for its record's own read. */
   #fill(store: string, keys: readonly Buffer[], raws: ReadonlyArray<Buffer | undefined>): void {
+    const behind = this.#behind.holds(store) ? this.#behind : undefined;
     this.cache.fill(store, keys, (i) => {
       try {
-        return this.#decode(store, keys[i]!, raws[i]);
+        const op = behind?.get(store, keys[i]!);
+        return this.#decode(store, keys[i]!, op === undefined ? raws[i] : (op.value ?? undefined));
       } catch {
         return undefined;
       }
@@ -259,7 +289,7 @@ export class RocksTaskState implements TaskState {
       changelogLast,
       writtenAt: Date.now(),
     };
-    this.rocks.writeSync(this.#pendingOps, encodeCheckpointMeta(meta));
+    this.#writeLocal(meta);
     this.#meta = meta;
     this.cache.markClean();
     for (const t of this.#timers) t.committed?.();
@@ -271,6 +301,42 @@ export class RocksTaskState implements TaskState {
     const m = this.#ctx.metrics;
     m.cacheBytes.set({ app: this.#ctx.appId, task: this.#taskId }, this.cache.bytes);
     if (Date.now() - this.#sizeAt >= STORE_SIZE_REFRESH_MS) this.refreshStoreSize();
+  }
+
+  /** The RocksDB batch: value stores' writes wait until enough went by (write-behind.ts), others' go now. */
+  #writeLocal(meta: CheckpointMeta): void {
+    const now: WriteOp[] = [];
+    const later: WriteOp[] = [];
+    for (const op of this.#pendingOps) (this.#deferrable.has(op.store) ? later : now).push(op);
+    this.#behind.add(later);
+    if (this.#behind.due) {
+      for (const op of this.#behind.all()) now.push(op);
+      this.rocks.writeSync(now, encodeCheckpointMeta(meta));
+      this.#behind.clear();
+      this.#stored = meta;
+      return;
+    }
+    const moved = [...this.#pendingLast.keys()].filter((store) => !this.#deferrable.has(store));
+    const stored = withOffsetsOf(this.#stored, meta, moved);
+    if (now.length === 0 && moved.length === 0) return;
+    this.rocks.writeSync(now, encodeCheckpointMeta(stored));
+    this.#stored = stored;
+  }
+
+  /** Writes what waits for RocksDB (a task closing hands over a folder that needs no replay). */
+  #writeBehind(): void {
+    if (this.#behind.size === 0 || !this.rocks.isOpen) return;
+    try {
+      this.rocks.writeSync(this.#behind.all(), encodeCheckpointMeta(this.#meta));
+      this.#stored = this.#meta;
+    } catch (e) {
+      // They are committed in the changelogs: the next owner replays them.
+      this.#ctx.logger.warn(
+        { err: e, task: this.#taskId },
+        'cannot write the committed state to RocksDB at close',
+      );
+    }
+    this.#behind.clear();
   }
 
   /** Sets `sluice_state_store_bytes` of this task from the files of its RocksDB folder. */
@@ -301,6 +367,7 @@ export class RocksTaskState implements TaskState {
   async close(): Promise<void> {
     this.flushCacheMetrics();
     this.#ctx.metrics.stateStoreBytes.remove({ app: this.#ctx.appId, task: this.#taskId });
+    this.#writeBehind();
     this.cache.clear();
     await this.rocks.close();
   }
@@ -321,7 +388,7 @@ export class RocksTaskState implements TaskState {
       );
     const cached = this.cache.peek(store, key);
     if (cached) return cached.value;
-    const raw = this.rocks.getSync(store, key);
+    const raw = this.#committed(store, key);
     return raw === undefined ? undefined : info.serde.deserialize(raw);
   }
 

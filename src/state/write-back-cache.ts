@@ -164,6 +164,10 @@ export class WriteBackCache<V> {
     return this._evictions;
   }
   /** Summed sizes of all entries, dirty included. */
+  /** The bound on the summed sizes of the entries. */
+  get bound(): number {
+    return this.maxBytes;
+  }
   get bytes(): number {
     return this._bytes;
   }

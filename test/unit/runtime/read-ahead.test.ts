@@ -81,8 +81,14 @@ test('a batch read ahead should leave the values the records would have read, an
   );
 });
 
-test('an answer read on the pool before a checkpoint wrote should not be taken after it', async () => {
-  const h = await taskHarness(sums('unit-ra-stale'));
+/**
+ * `localCheckpointRecords` 0: each checkpoint writes RocksDB, so the pool's answer is dropped; by
+ * default the checkpoint's write waits in memory (write-behind.ts), which answers over RocksDB.
+ */
+async function staleAnswer(localCheckpointRecords: number) {
+  const h = await taskHarness(sums(`unit-ra-stale-${localCheckpointRecords}`), {
+    state: { localCheckpointRecords },
+  });
   const st = h.task.stateStore as RocksTaskState;
   h.task.process('in', [h.rec('a', { n: 1 }, 1)], () => undefined);
   await h.checkpoint();
@@ -107,7 +113,10 @@ test('an answer read on the pool before a checkpoint wrote should not be taken a
   st.resizeCache(1 << 20);
   release();
   await new Promise((r) => setImmediate(r));
-  assert.equal(st.cache.has('s-acc', Buffer.from('a')), false, 'the stale answer (a = 1) was dropped');
+  if (localCheckpointRecords === 0)
+    assert.equal(st.cache.has('s-acc', Buffer.from('a')), false, 'the stale answer (a = 1) was dropped');
+  else
+    assert.equal(st.cache.peek('s-acc', Buffer.from('a'))?.value, 11, 'the waiting write won over RocksDB');
   h.task.process('in', [h.rec('a', { n: 100 }, 3)], () => undefined);
   const out = await h.checkpoint();
   assert.deepEqual(
@@ -115,7 +124,12 @@ test('an answer read on the pool before a checkpoint wrote should not be taken a
     [111],
     'the sum continues from the checkpointed 11, not the stale 1',
   );
-});
+}
+
+test('an answer read on the pool before a checkpoint wrote should not be taken after it', () =>
+  staleAnswer(0));
+test('an answer read on the pool should give way to a committed write that waits for RocksDB', () =>
+  staleAnswer(10_000));
 
 test('a cache that answers nearly every read should not be read ahead', async () => {
   const h = await taskHarness(sums('unit-ra-hot'));

@@ -20,7 +20,7 @@ import { ordersJoinUsers } from '../../helpers/apps.js';
  * openTaskState against a fake changelog (admin offsets and a partition reader over an array):
  * which local folders it keeps, and which it wipes and restores.
  */
-function setup() {
+function setup(localCheckpointRecords?: number) {
   const sub = ordersJoinUsers('unit-open');
   assert.equal(sub.stores.length, 1);
   const store = sub.stores[0]!.name;
@@ -33,7 +33,10 @@ function setup() {
     log.records.length > 0 ? BigInt(log.records[log.records.length - 1]!.offset) + 1n : log.low;
   const ctx: StateContext = {
     appId: 'unit-open',
-    config: loadConfig({ overrides: { kafka: { brokers: ['127.0.0.1:1'] }, state: { dir } }, env: {} }),
+    config: loadConfig({
+      overrides: { kafka: { brokers: ['127.0.0.1:1'] }, state: { dir, localCheckpointRecords } },
+      env: {},
+    }),
     logger: createLogger({ level: 'silent', format: 'json' }),
     metrics: createWorkerMetrics(registry),
     client: {
@@ -128,7 +131,7 @@ test('a fingerprinted record compacted away should be detected and the folder re
 });
 
 test('a checkpoint should record the fingerprint of its last changelog record, and refuse offsets that went backwards', async () => {
-  const { store, log, put, open } = setup();
+  const { store, log, put, open } = setup(0);
   put('ann');
   put('bob');
   const s = await open();
@@ -161,5 +164,65 @@ test('a checkpoint should record the fingerprint of its last changelog record, a
   );
   assert.equal(JSON.parse(rocks.readMeta()!.toString()).changelogOffsets[store], '5', 'nothing written');
   assert.equal(log.records.length, 2);
+  await s.close();
+});
+
+test("a value store's committed writes should wait in memory, answer reads, reach RocksDB in one batch, and be replayed after a crash", async () => {
+  const { store, log, put, open, corrupted } = setup(3);
+  put('ann');
+  put('bob');
+  let s = await open();
+  const changelog = 'unit-open-' + store + '-changelog';
+  /** One checkpoint of `names`: its changelog records land in the log (as Kafka would take them). */
+  const commit = async (names: string[]) => {
+    for (const name of names) {
+      s.cache.set(store, Buffer.from(name), { name }, 100);
+      s.noteWrite();
+    }
+    const out = new Map<string, Array<{ key: Buffer | null; value: Buffer | null; timestamp: string }>>();
+    s.writeChangelog(out as any, 0);
+    for (const r of out.get(changelog)!)
+      log.records.push({
+        key: r.key,
+        value: r.value,
+        offset: String(log.records.length),
+        timestamp: r.timestamp,
+      });
+    await s.commitLocal(new Map([[`${changelog}:0`, BigInt(log.records.length - 1)]]));
+  };
+  const stored = () => JSON.parse(s.rocks.readMeta()!.toString()).changelogOffsets[store];
+
+  await commit(['cid', 'dan']); // offsets 2, 3: two records, fewer than 3
+  assert.equal(stored(), '2', 'RocksDB still holds the state as of offset 2');
+  assert.equal(s.rocks.getSync(store, Buffer.from('cid')), undefined, 'cid is not in RocksDB yet');
+  s.resizeCache(0); // the clean entries go: reads miss the cache
+  s.resizeCache(1 << 20);
+  assert.deepEqual(
+    s.read(store, Buffer.from('cid')),
+    { name: 'cid' },
+    'a state query finds the waiting write',
+  );
+  assert.deepEqual(s.cache.get(store, Buffer.from('dan')), { name: 'dan' }, 'so does a record');
+
+  // A crash: the process dies with the writes still waiting. The changelog has them.
+  await s.rocks.close();
+  s = await open();
+  assert.equal(await corrupted(), 0, 'the older checkpoint is valid: no rebuild');
+  assert.deepEqual(s.read(store, Buffer.from('dan')), { name: 'dan' }, 'replayed from offset 2');
+
+  await commit(['eve']); // offset 4
+  assert.equal(stored(), '4', 'the replay was written at the open');
+  await commit(['fay', 'gus', 'hal']); // offsets 5-7: 4 records since, at least 3
+  assert.equal(stored(), '8', 'RocksDB took them all in one batch');
+  assert.ok(s.rocks.getSync(store, Buffer.from('eve')) !== undefined);
+  assert.ok(s.rocks.getSync(store, Buffer.from('hal')) !== undefined);
+
+  await commit(['ivy']); // offset 8, waiting
+  await s.close(); // a clean close writes what waits: the next owner replays nothing
+  log.reads = 0;
+  s = await open();
+  assert.equal(stored(), '9');
+  assert.equal(log.reads, 1, 'only the fingerprint check reads the changelog');
+  assert.deepEqual(s.read(store, Buffer.from('ivy')), { name: 'ivy' });
   await s.close();
 });

@@ -1,0 +1,131 @@
+import type { CheckpointMeta } from '../state/checkpoint-meta.js';
+import type { WriteOp } from '../state/rocks-store.js';
+
+/** What an op costs here besides its key and value bytes (the op, the map entry, the key string). */
+const OVERHEAD = 96;
+
+/**
+ * Committed writes of a task's value stores that RocksDB has not taken yet (the local checkpoint,
+ * `state.localCheckpointRecords`). A checkpoint commits its changelog records to Kafka, which is
+ * the source of truth; writing the same keys to RocksDB at every checkpoint made the RocksDB batch
+ * the largest single cost of a keyed worker (bench/profile.ts: 13–16 % of its busy CPU). Kafka
+ * Streams likewise writes its local checkpoint under exactly-once only every 10,000 records (and
+ * its RocksDB takes each put into a memtable, without a write-ahead log, which this binding
+ * cannot turn off).
+ *
+ * So the committed writes of value stores gather here, one op per key (the newest), until enough
+ * changelog records went by; then they go to RocksDB in one batch with the meta entry that says
+ * which changelog offsets the stores now hold. Until then:
+ * - reads of those keys that miss the write-back cache are answered from here, never from the
+ *   older RocksDB value (the cache's loader, read-ahead and state queries look here first);
+ * - RocksDB's meta entry keeps the older changelog offsets of those stores, so a crash replays
+ *   the changelog from there (at most this many records per store), and the restored state is
+ *   the committed one.
+ *
+ * Only value stores wait: map and list stores, timers and async stages are read by range scans
+ * of RocksDB, which this does not answer; their writes go to RocksDB at every checkpoint.
+ */
+export class WriteBehind {
+  readonly #stores = new Map<string, Map<string, WriteOp>>();
+  #records = 0;
+  #bytes = 0;
+
+  /**
+   * `maxRecords`: changelog records that may wait (0: none); `maxBytes()`: the memory they may hold
+   * (the caller gives half its task's share of `state.cacheMaxBytes`).
+   */
+  constructor(
+    readonly maxRecords: number,
+    readonly maxBytes: () => number,
+  ) {}
+
+  /** Changelog records committed since RocksDB last took this task's value stores. */
+  get records(): number {
+    return this.#records;
+  }
+
+  /** Keys waiting, over all stores. */
+  get size(): number {
+    let n = 0;
+    for (const m of this.#stores.values()) n += m.size;
+    return n;
+  }
+
+  /** Takes one checkpoint's committed ops (newest last), each a changelog record. */
+  add(ops: readonly WriteOp[]): void {
+    for (const op of ops) {
+      let m = this.#stores.get(op.store);
+      if (m === undefined) this.#stores.set(op.store, (m = new Map()));
+      const k = op.key.toString('latin1');
+      const had = m.get(k);
+      if (had !== undefined) this.#bytes -= sizeOf(had);
+      m.set(k, op);
+      this.#bytes += sizeOf(op);
+    }
+    this.#records += ops.length;
+  }
+
+  /** Whether RocksDB should take what waits now. */
+  get due(): boolean {
+    return this.#records >= this.maxRecords || this.#bytes >= this.maxBytes();
+  }
+
+  /**
+   * The committed op of `key` (value `null`: deleted) when one waits, else undefined: RocksDB's
+   * value is the committed one. `k`: the key as latin1, when the caller has it.
+   */
+  get(store: string, key: Buffer, k?: string): WriteOp | undefined {
+    const m = this.#stores.get(store);
+    if (m === undefined || m.size === 0) return undefined;
+    return m.get(k ?? key.toString('latin1'));
+  }
+
+  /** Whether anything of `store` waits (lookups can be skipped when not). */
+  holds(store: string): boolean {
+    return (this.#stores.get(store)?.size ?? 0) > 0;
+  }
+
+  /** The ops waiting for `store`, in no particular order. */
+  of(store: string): Iterable<WriteOp> {
+    return this.#stores.get(store)?.values() ?? [];
+  }
+
+  /** Every op waiting, for one RocksDB batch; they are forgotten once the batch is written ({@link clear}). */
+  all(): WriteOp[] {
+    const out: WriteOp[] = [];
+    for (const m of this.#stores.values()) for (const op of m.values()) out.push(op);
+    return out;
+  }
+
+  /** After RocksDB took {@link all}'s ops, or when the task's state is dropped. */
+  clear(): void {
+    this.#stores.clear();
+    this.#records = 0;
+    this.#bytes = 0;
+  }
+}
+
+/** `stored` with the changelog offsets and last records of `stores` taken from `meta`. */
+export function withOffsetsOf(
+  stored: CheckpointMeta,
+  meta: CheckpointMeta,
+  stores: readonly string[],
+): CheckpointMeta {
+  const out: CheckpointMeta = {
+    version: 1,
+    changelogOffsets: { ...stored.changelogOffsets },
+    changelogLast: { ...stored.changelogLast },
+    writtenAt: meta.writtenAt,
+  };
+  for (const store of stores) {
+    const offset = meta.changelogOffsets[store];
+    if (offset !== undefined) out.changelogOffsets[store] = offset;
+    const last = meta.changelogLast?.[store];
+    if (last !== undefined) out.changelogLast![store] = last;
+  }
+  return out;
+}
+
+function sizeOf(op: WriteOp): number {
+  return OVERHEAD + op.key.length * 2 + (op.value?.length ?? 0);
+}
