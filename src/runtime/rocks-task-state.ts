@@ -134,6 +134,7 @@ export class RocksTaskState implements TaskState {
   /** Cache hits and misses when {@link readAhead} last looked. */
   #aheadHits = 0;
   #aheadMisses = 0;
+  #aheadSkip = false;
 
   /**
    * Reads the keys of `stores` (value stores keyed by the record key) into the cache ahead of the
@@ -141,16 +142,20 @@ export class RocksTaskState implements TaskState {
    * cached (`background` false: the next records need them now) or on the libuv pool for all of
    * them (the cache keeps what it holds), whose answer is taken only if no write reached RocksDB
    * meanwhile (a checkpoint may have written a newer value and the cache evicted it). Skipped
-   * while the cache answers nearly every read (fewer than 1 in 16 missed since the last call):
+   * while the cache answers nearly every read (fewer than 1 in 16 of the last 256 or more missed):
    * looking the keys up would cost more than it saves.
    */
   readAhead(stores: readonly string[], keys: Buffer[], background: boolean): void {
     const c = this.cache;
     const hits = c.hits - this.#aheadHits;
     const misses = c.misses - this.#aheadMisses;
-    this.#aheadHits = c.hits;
-    this.#aheadMisses = c.misses;
-    if (hits + misses >= 256 && misses * 16 < hits + misses) return;
+    // Decided again after every 256 reads, not per call: a batch's two calls come back to back.
+    if (hits + misses >= 256) {
+      this.#aheadHits = c.hits;
+      this.#aheadMisses = c.misses;
+      this.#aheadSkip = misses * 16 < hits + misses;
+    }
+    if (this.#aheadSkip) return;
     for (const store of stores) {
       // On this thread only the keys not cached are read; on the pool all (fill skips cached ones).
       let wanted: Buffer[] = keys;
@@ -328,13 +333,9 @@ export class RocksTaskState implements TaskState {
     if (this.#behind.size === 0 || !this.rocks.isOpen) return;
     try {
       this.rocks.writeSync(this.#behind.all(), encodeCheckpointMeta(this.#meta));
-      this.#stored = this.#meta;
-    } catch (e) {
+    } catch (err) {
       // They are committed in the changelogs: the next owner replays them.
-      this.#ctx.logger.warn(
-        { err: e, task: this.#taskId },
-        'cannot write the committed state to RocksDB at close',
-      );
+      this.#ctx.logger.warn({ err, task: this.#taskId }, 'cannot write committed state at close');
     }
     this.#behind.clear();
   }
