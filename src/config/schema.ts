@@ -206,9 +206,9 @@ const state = z
     /**
      * Changelog records a task's value stores may commit before RocksDB takes them (one batch;
      * Kafka Streams writes its local checkpoint every 10,000 records under exactly-once, and its
-     * RocksDB takes every put). Until then reads of those keys are served from memory (at most half
-     * the task's share of `cacheMaxBytes`); after a crash they are replayed from the changelogs.
-     * 0 writes RocksDB at every checkpoint.
+     * RocksDB takes every put). Until then reads of those keys are served from memory (at most a
+     * quarter of the task's share of `cacheMaxBytes`); after a crash they are replayed from the
+     * changelogs. 0 writes RocksDB at every checkpoint.
      */
     localCheckpointRecords: z.number().int().min(0).default(100_000),
   })

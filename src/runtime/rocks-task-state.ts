@@ -93,7 +93,7 @@ export class RocksTaskState implements TaskState {
     this.stores = stores;
     this.#meta = meta;
     this.#stored = meta;
-    this.#behind = new WriteBehind(ctx.config.state.localCheckpointRecords, () => this.cache.bound / 2);
+    this.#behind = new WriteBehind(ctx.config.state.localCheckpointRecords, () => this.cache.bound / 4);
     this.#ctx = ctx;
     this.#taskId = task.id;
     this.#partition = task.partition;
@@ -114,8 +114,8 @@ export class RocksTaskState implements TaskState {
   /** The committed value of `key`: a write waiting for RocksDB, else RocksDB's. */
   #committed(store: string, key: Buffer): Buffer | undefined {
     if (this.#behind.holds(store)) {
-      const op = this.#behind.get(store, key);
-      if (op !== undefined) return op.value ?? undefined;
+      const v = this.#behind.get(store, key);
+      if (v !== undefined) return v ?? undefined;
     }
     return this.rocks.getSync(store, key);
   }
@@ -183,8 +183,8 @@ export class RocksTaskState implements TaskState {
     const behind = this.#behind.holds(store) ? this.#behind : undefined;
     this.cache.fill(store, keys, (i) => {
       try {
-        const op = behind?.get(store, keys[i]!);
-        return this.#decode(store, keys[i]!, op === undefined ? raws[i] : (op.value ?? undefined));
+        const v = behind?.get(store, keys[i]!);
+        return this.#decode(store, keys[i]!, v === undefined ? raws[i] : (v ?? undefined));
       } catch {
         return undefined;
       }

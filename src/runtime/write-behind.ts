@@ -1,8 +1,8 @@
 import type { CheckpointMeta } from '../state/checkpoint-meta.js';
 import type { WriteOp } from '../state/rocks-store.js';
 
-/** What an op costs here besides its key and value bytes (the op, the map entry, the key string). */
-const OVERHEAD = 96;
+/** What a waiting key costs besides its key and value bytes (two string headers, the map entry). */
+const OVERHEAD = 64;
 
 /**
  * Committed writes of a task's value stores that RocksDB has not taken yet (the local checkpoint,
@@ -26,13 +26,18 @@ const OVERHEAD = 96;
  * of RocksDB, which this does not answer; their writes go to RocksDB at every checkpoint.
  */
 export class WriteBehind {
-  readonly #stores = new Map<string, Map<string, WriteOp>>();
+  /**
+   * Store → key → value (`null`: deleted), both as latin1 strings (one char per byte): a short
+   * string costs a few words, a Buffer view about a hundred bytes of heap, and pins the pooled
+   * slab it was cut from.
+   */
+  readonly #stores = new Map<string, Map<string, string | null>>();
   #records = 0;
   #bytes = 0;
 
   /**
    * `maxRecords`: changelog records that may wait (0: none); `maxBytes()`: the memory they may hold
-   * (the caller gives half its task's share of `state.cacheMaxBytes`).
+   * (the caller gives a quarter of its task's share of `state.cacheMaxBytes`).
    */
   constructor(
     readonly maxRecords: number,
@@ -58,9 +63,10 @@ export class WriteBehind {
       if (m === undefined) this.#stores.set(op.store, (m = new Map()));
       const k = op.key.toString('latin1');
       const had = m.get(k);
-      if (had !== undefined) this.#bytes -= sizeOf(had);
-      m.set(k, op);
-      this.#bytes += sizeOf(op);
+      if (had !== undefined) this.#bytes -= sizeOf(k, had);
+      const v = op.value === null ? null : op.value.toString('latin1');
+      m.set(k, v);
+      this.#bytes += sizeOf(k, v);
     }
     this.#records += ops.length;
   }
@@ -71,13 +77,14 @@ export class WriteBehind {
   }
 
   /**
-   * The committed op of `key` (value `null`: deleted) when one waits, else undefined: RocksDB's
-   * value is the committed one. `k`: the key as latin1, when the caller has it.
+   * The committed value of `key` when one waits (`null`: deleted), else undefined: RocksDB's value
+   * is the committed one.
    */
-  get(store: string, key: Buffer, k?: string): WriteOp | undefined {
+  get(store: string, key: Buffer): Buffer | null | undefined {
     const m = this.#stores.get(store);
     if (m === undefined || m.size === 0) return undefined;
-    return m.get(k ?? key.toString('latin1'));
+    const v = m.get(key.toString('latin1'));
+    return v === undefined || v === null ? v : Buffer.from(v, 'latin1');
   }
 
   /** Whether anything of `store` waits (lookups can be skipped when not). */
@@ -86,14 +93,15 @@ export class WriteBehind {
   }
 
   /** The ops waiting for `store`, in no particular order. */
-  of(store: string): Iterable<WriteOp> {
-    return this.#stores.get(store)?.values() ?? [];
+  *of(store: string): Iterable<WriteOp> {
+    const m = this.#stores.get(store);
+    if (m !== undefined) for (const [k, v] of m) yield opOf(store, k, v);
   }
 
   /** Every op waiting, for one RocksDB batch; they are forgotten once the batch is written ({@link clear}). */
   all(): WriteOp[] {
     const out: WriteOp[] = [];
-    for (const m of this.#stores.values()) for (const op of m.values()) out.push(op);
+    for (const [store, m] of this.#stores) for (const [k, v] of m) out.push(opOf(store, k, v));
     return out;
   }
 
@@ -103,6 +111,10 @@ export class WriteBehind {
     this.#records = 0;
     this.#bytes = 0;
   }
+}
+
+function opOf(store: string, k: string, v: string | null): WriteOp {
+  return { store, key: Buffer.from(k, 'latin1'), value: v === null ? null : Buffer.from(v, 'latin1') };
 }
 
 /** `stored` with the changelog offsets and last records of `stores` taken from `meta`. */
@@ -126,6 +138,6 @@ export function withOffsetsOf(
   return out;
 }
 
-function sizeOf(op: WriteOp): number {
-  return OVERHEAD + op.key.length * 2 + (op.value?.length ?? 0);
+function sizeOf(k: string, v: string | null): number {
+  return OVERHEAD + k.length + (v?.length ?? 0);
 }
