@@ -27,7 +27,7 @@ import {
   type TimerGuard,
   type TimerSource,
 } from './task-state.js';
-import { WriteBehind, withOffsetsOf } from './write-behind.js';
+import { storedMeta, WriteBehind } from './write-behind.js';
 
 /** A store of a task: its spec, its changelog topic and the serde of its values. */
 export interface StoreInfo {
@@ -321,14 +321,13 @@ export class RocksTaskState implements TaskState {
       this.#stored = meta;
       return;
     }
-    const moved = [...this.#pendingLast.keys()].filter((store) => !this.#deferrable.has(store));
-    const stored = withOffsetsOf(this.#stored, meta, moved);
-    if (now.length === 0 && moved.length === 0) return;
+    if (this.#pendingLast.size === 0) return; // nothing went to a changelog: nothing to write
+    const stored = storedMeta(this.#stored, meta, [...this.#pendingLast.keys()], this.#deferrable);
     this.rocks.writeSync(now, encodeCheckpointMeta(stored));
     this.#stored = stored;
   }
 
-  /** Writes what waits for RocksDB (a task closing hands over a folder that needs no replay). */
+  /** Writes what waits for RocksDB (a clean close hands over a folder that needs no replay). */
   #writeBehind(): void {
     if (this.#behind.size === 0 || !this.rocks.isOpen) return;
     try {
@@ -365,10 +364,10 @@ export class RocksTaskState implements TaskState {
     this.#lastMisses = this.cache.misses;
   }
 
-  async close(): Promise<void> {
+  async close(opts: { clean?: boolean } = {}): Promise<void> {
     this.flushCacheMetrics();
     this.#ctx.metrics.stateStoreBytes.remove({ app: this.#ctx.appId, task: this.#taskId });
-    this.#writeBehind();
+    if (opts.clean) this.#writeBehind();
     this.cache.clear();
     await this.rocks.close();
   }

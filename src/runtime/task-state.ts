@@ -35,7 +35,12 @@ export interface TaskState {
    * store answers the record key's whole map (`Map`) or list (array).
    */
   read?(store: string, key: Buffer): unknown;
-  close(): Promise<void>;
+  /**
+   * Releases the state. `clean`: the task closes after its final checkpoint (a revocation, a
+   * stop), so committed writes still in memory go to RocksDB and the next open replays nothing;
+   * otherwise (a reset, a fenced task, the test driver's crash) they are left to the changelogs.
+   */
+  close(opts?: { clean?: boolean }): Promise<void>;
 }
 
 /** A timer that is due: its time, its record key (serialized) and its domain. */

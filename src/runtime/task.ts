@@ -385,16 +385,16 @@ export class Task {
     this.#to('closed');
     this.#async.close();
     this.#progress.clear();
-    await this.#release();
+    await this.#release(opts.checkpoint);
     this.logger.info('task closed');
   }
 
-  async #release(): Promise<void> {
+  async #release(clean = false): Promise<void> {
     const producer = this.#producer;
     const store = this.#store;
     this.#producer = undefined;
     this.#store = undefined;
     await producer?.close();
-    await store?.close();
+    await store?.close({ clean });
   }
 }

@@ -117,11 +117,20 @@ function opOf(store: string, k: string, v: string | null): WriteOp {
   return { store, key: Buffer.from(k, 'latin1'), value: v === null ? null : Buffer.from(v, 'latin1') };
 }
 
-/** `stored` with the changelog offsets and last records of `stores` taken from `meta`. */
-export function withOffsetsOf(
+/**
+ * The meta entry to write with a checkpoint whose value-store writes wait: `stored` (what RocksDB
+ * holds) with, for each of `stores` (those the checkpoint wrote to their changelogs), the last
+ * record from `meta`, and the offset too unless its writes are `waiting` (RocksDB lacks them).
+ * A store's fingerprint thus always names the newest committed record of its changelog, which
+ * compaction never removes while this task owns it; one left at the older offset could be
+ * compacted away in a long wait, and a crash would then rebuild the folder from the whole
+ * changelog (restore.ts takes a missing fingerprinted record for a foreign changelog).
+ */
+export function storedMeta(
   stored: CheckpointMeta,
   meta: CheckpointMeta,
   stores: readonly string[],
+  waiting: ReadonlySet<string>,
 ): CheckpointMeta {
   const out: CheckpointMeta = {
     version: 1,
@@ -131,7 +140,7 @@ export function withOffsetsOf(
   };
   for (const store of stores) {
     const offset = meta.changelogOffsets[store];
-    if (offset !== undefined) out.changelogOffsets[store] = offset;
+    if (offset !== undefined && !waiting.has(store)) out.changelogOffsets[store] = offset;
     const last = meta.changelogLast?.[store];
     if (last !== undefined) out.changelogLast![store] = last;
   }

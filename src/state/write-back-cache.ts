@@ -163,11 +163,11 @@ export class WriteBackCache<V> {
   get evictions(): number {
     return this._evictions;
   }
-  /** Summed sizes of all entries, dirty included. */
   /** The bound on the summed sizes of the entries. */
   get bound(): number {
     return this.maxBytes;
   }
+  /** Summed sizes of all entries, dirty included. */
   get bytes(): number {
     return this._bytes;
   }

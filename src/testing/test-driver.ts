@@ -504,8 +504,10 @@ export class TestDriver {
   /**
    * Kills workers (all by default, or the one given) as `kill -9` would: each task closes without
    * a checkpoint, so what it did since its last one is gone (its state writes, its outputs, its
-   * input position), and its RocksDB folder stays as it was at that checkpoint (`wipeState`
-   * deletes it, so the restart restores from the changelog alone). Input piped meanwhile waits.
+   * input position), and its RocksDB folder stays as RocksDB last took it: at that checkpoint, or
+   * at an earlier local checkpoint whose later committed writes the changelogs replay
+   * (`state.localCheckpointRecords`; `wipeState` deletes the folder, so the restart restores from
+   * the changelog alone). Input piped meanwhile waits.
    */
   crash(opts: { worker?: number; wipeState?: boolean } = {}): Promise<void> {
     return this.#serial(async () => {

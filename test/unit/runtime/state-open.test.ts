@@ -194,6 +194,8 @@ test("a value store's committed writes should wait in memory, answer reads, reac
 
   await commit(['cid', 'dan']); // offsets 2, 3: two records, fewer than 3
   assert.equal(stored(), '2', 'RocksDB still holds the state as of offset 2');
+  const fingerprint = JSON.parse(s.rocks.readMeta()!.toString()).changelogLast[store];
+  assert.equal(fingerprint.offset, '3', 'the fingerprint names the newest committed record');
   assert.equal(s.rocks.getSync(store, Buffer.from('cid')), undefined, 'cid is not in RocksDB yet');
   s.resizeCache(0); // the clean entries go: reads miss the cache
   s.resizeCache(1 << 20);
@@ -218,11 +220,34 @@ test("a value store's committed writes should wait in memory, answer reads, reac
   assert.ok(s.rocks.getSync(store, Buffer.from('hal')) !== undefined);
 
   await commit(['ivy']); // offset 8, waiting
-  await s.close(); // a clean close writes what waits: the next owner replays nothing
+  await s.close({ clean: true }); // a clean close writes what waits: the next owner replays nothing
   log.reads = 0;
   s = await open();
   assert.equal(stored(), '9');
   assert.equal(log.reads, 1, 'only the fingerprint check reads the changelog');
   assert.deepEqual(s.read(store, Buffer.from('ivy')), { name: 'ivy' });
+  await s.close();
+});
+
+test('a record superseded while writes wait should not make a crash rebuild the folder', async () => {
+  const { store, log, put, open, corrupted } = setup(100);
+  put('ann');
+  put('bob');
+  let s = await open(); // RocksDB at offset 2, its fingerprint the record at offset 1 (bob)
+  const changelog = 'unit-open-' + store + '-changelog';
+  s.cache.set(store, Buffer.from('bob'), { name: 'bob', v: 2 }, 100);
+  s.noteWrite();
+  const out = new Map<string, Array<{ key: Buffer | null; value: Buffer | null; timestamp: string }>>();
+  s.writeChangelog(out as any, 0);
+  const [r] = out.get(changelog)!;
+  log.records.push({ key: r!.key, value: r!.value, offset: '2', timestamp: r!.timestamp });
+  await s.commitLocal(new Map([[`${changelog}:0`, 2n]])); // waits: RocksDB stays at offset 2
+  // Compaction keeps the newest record per key: bob's first record (offset 1) goes.
+  log.records = log.records.filter((x) => x.offset !== '1');
+  await s.rocks.close(); // a crash: the write that waited is lost with the process
+  s = await open();
+  assert.equal(await corrupted(), 0, 'the fingerprint named offset 2, which compaction keeps: no rebuild');
+  assert.deepEqual(s.read(store, Buffer.from('bob')), { name: 'bob', v: 2 }, 'replayed from offset 2');
+  assert.deepEqual(s.read(store, Buffer.from('ann')), { name: 'ann' });
   await s.close();
 });
