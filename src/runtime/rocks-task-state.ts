@@ -113,11 +113,8 @@ export class RocksTaskState implements TaskState {
 
   /** The committed value of `key`: a write waiting for RocksDB, else RocksDB's. */
   #committed(store: string, key: Buffer): Buffer | undefined {
-    if (this.#behind.holds(store)) {
-      const v = this.#behind.get(store, key);
-      if (v !== undefined) return v ?? undefined;
-    }
-    return this.rocks.getSync(store, key);
+    const v = this.#behind.get(store, key);
+    return v === undefined ? this.rocks.getSync(store, key) : (v ?? undefined);
   }
 
   /** Committed writes of `store` that RocksDB has not taken yet (the test driver's state views). */
@@ -180,10 +177,9 @@ export class RocksTaskState implements TaskState {
 
   /** Caches what a read-ahead found; a value that fails to decode is left for its record's own read. */
   #fill(store: string, keys: readonly Buffer[], raws: ReadonlyArray<Buffer | undefined>): void {
-    const behind = this.#behind.holds(store) ? this.#behind : undefined;
     this.cache.fill(store, keys, (i) => {
       try {
-        const v = behind?.get(store, keys[i]!);
+        const v = this.#behind.get(store, keys[i]!);
         return this.#decode(store, keys[i]!, v === undefined ? raws[i] : (v ?? undefined));
       } catch {
         return undefined;

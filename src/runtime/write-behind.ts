@@ -44,11 +44,6 @@ export class WriteBehind {
     readonly maxBytes: () => number,
   ) {}
 
-  /** Changelog records committed since RocksDB last took this task's value stores. */
-  get records(): number {
-    return this.#records;
-  }
-
   /** Keys waiting, over all stores. */
   get size(): number {
     let n = 0;
@@ -78,18 +73,13 @@ export class WriteBehind {
 
   /**
    * The committed value of `key` when one waits (`null`: deleted), else undefined: RocksDB's value
-   * is the committed one.
+   * is the committed one. No key is converted while nothing of `store` waits.
    */
   get(store: string, key: Buffer): Buffer | null | undefined {
     const m = this.#stores.get(store);
     if (m === undefined || m.size === 0) return undefined;
     const v = m.get(key.toString('latin1'));
     return v === undefined || v === null ? v : Buffer.from(v, 'latin1');
-  }
-
-  /** Whether anything of `store` waits (lookups can be skipped when not). */
-  holds(store: string): boolean {
-    return (this.#stores.get(store)?.size ?? 0) > 0;
   }
 
   /** The ops waiting for `store`, in no particular order. */
