@@ -61,7 +61,13 @@ async function createTopicsOnce(
       topics: topics.map((t) => ({
         topic: t.topic,
         numPartitions: t.partitions,
-        configEntries: Object.entries(t.config ?? {}).map(([name, value]) => ({ name, value })),
+        // No time retention: tests use synthetic event times (1970 and on), and sinks stamp records
+        // with event time, so the broker's 7-day retention deleted them at its next check (every
+        // 5 min): window-crash lost the first slice's window results that way, now and then.
+        configEntries: Object.entries({ 'retention.ms': '-1', ...t.config }).map(([name, value]) => ({
+          name,
+          value,
+        })),
       })),
     }),
   );
