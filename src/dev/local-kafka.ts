@@ -258,8 +258,16 @@ export async function startLocalKafka(opts: StartLocalKafkaOptions = {}): Promis
   ];
   // Fail fast on a busy port, before resolving jars; but not while another start of this data dir
   // holds its lock: its broker may have bound the port before writing its pid file (a race seen
-  // on a loaded machine). The check after the lock below decides then.
-  if (!existsSync(join(files.dataDir, LOCK_FILE))) await checkPortsFree(ports, files);
+  // on a loaded machine). The check after the lock below decides then. The lock is looked at again
+  // after a busy port: the other start may have taken it, and its broker bound the port, between
+  // the first look and the port check (seen in CI).
+  const otherStart = () => existsSync(join(files.dataDir, LOCK_FILE));
+  if (!otherStart()) {
+    await checkPortsFree(ports, files).catch(async (err) => {
+      if (otherStart() || (await findOurBroker(files))) return;
+      throw err;
+    });
+  }
 
   const { version, libsDir } = await locateJars(opts, env, log);
   const flavour = loggingFlavour(version);
