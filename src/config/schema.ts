@@ -165,6 +165,12 @@ const processing = z
      */
     idleAdvanceMs: z.number().int().min(0).default(0),
     /**
+     * How often a worker deletes the records of its repartition partitions that the app has
+     * committed past (Kafka Streams' `repartition.purge.interval.ms`). Repartition topics keep
+     * records without a time limit, so this is what bounds them. 0: never.
+     */
+    repartitionPurgeIntervalMs: z.number().int().min(0).default(30_000),
+    /**
      * A task with several inputs processes their records in timestamp order; an input with
      * nothing buffered holds the others back for up to this long, unless its last fetch reached
      * the end of the partition (Kafka Streams' `max.task.idle.ms`). -1: never wait.

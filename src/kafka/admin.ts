@@ -94,6 +94,11 @@ export class KafkaAdmin {
     );
   }
 
+  /** Deletes the records of `topic` before `offset` in each partition given (Kafka's DeleteRecords). */
+  async deleteRecordsBefore(topic: string, partitions: ReadonlyArray<{ partition: number; offset: string }>) {
+    await this.#admin.deleteTopicRecords({ topic, partitions: [...partitions] });
+  }
+
   async deleteGroup(groupId: string): Promise<void> {
     try {
       await this.#admin.deleteGroups([groupId]);

@@ -1,4 +1,5 @@
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
+import type { GraphNode } from '../topology/nodes.js';
 
 /**
  * Worker metrics, defined once with name and help constants. The registry is passed in, never
@@ -128,7 +129,19 @@ export const DEAD_LETTER_REASONS = ['deserialize', 'operator'] as const;
  * Creates the series of an app's counters that might otherwise appear only on the first error, at
  * zero, so that `rate()` and dashboards show 0 rather than "no data" on a healthy worker.
  */
-export function initWorkerMetrics(m: WorkerMetrics, app: string): void {
+export function initWorkerMetrics(m: WorkerMetrics, app: string, nodes: readonly GraphNode[] = []): void {
+  // Async stages' timeout and retry counters (one series per operator), and windowed operators'
+  // late-record counters (one series per operator and action).
+  for (const n of nodes) {
+    const op = { app, operator: n.name };
+    if (n.spec.kind === 'async' || (n.spec.kind === 'process' && n.spec.async)) {
+      m.asyncTimeouts.inc(op, 0);
+      m.asyncRetries.inc(op, 0);
+    }
+    if (n.spec.kind !== 'late') continue;
+    const action = n.spec.topic === undefined ? 'dropped' : 'side_output';
+    m.lateRecords.inc({ app, operator: n.spec.operator, action }, 0);
+  }
   for (const kind of ERROR_KINDS) m.errors.inc({ app, kind }, 0);
   for (const reason of DEAD_LETTER_REASONS) m.recordsDeadLettered.inc({ app, reason }, 0);
   m.checkpoints.inc({ app }, 0);

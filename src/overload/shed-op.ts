@@ -35,6 +35,7 @@ export function createShedOp(
         headers[OVERFLOW_HEADERS.partition] = String(rc.partition);
         headers[OVERFLOW_HEADERS.offset] = rc.offset;
         headers[OVERFLOW_HEADERS.shedFraction] = shedder.p.toFixed(3);
+        headers[OVERFLOW_HEADERS.timestamp] = String(rc.timestamp);
         emitter.emit(
           topic,
           k === null || k === undefined ? null : ks.serialize(k),

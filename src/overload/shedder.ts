@@ -5,6 +5,8 @@ export const OVERFLOW_HEADERS = {
   partition: 'sluice.source.partition',
   offset: 'sluice.source.offset',
   shedFraction: 'sluice.shed.fraction',
+  /** The record's own timestamp (the overflow topic's records carry the time they were written). */
+  timestamp: 'sluice.source.timestamp',
 } as const;
 
 /** Shed records are counted under one of these reasons (`sluice_records_shed_total{reason}`). */
@@ -133,6 +135,7 @@ export class TaskShedder {
     headers[OVERFLOW_HEADERS.partition] = String(partition);
     headers[OVERFLOW_HEADERS.offset] = r.offset;
     headers[OVERFLOW_HEADERS.shedFraction] = this.p.toFixed(3);
+    headers[OVERFLOW_HEADERS.timestamp] = r.timestamp;
     return headers;
   }
 

@@ -14,6 +14,22 @@ export function topologyTopic(appId: string): string {
 }
 
 /** Where `overload.mode: divert` writes the records it sheds. */
+/** Configuration of a repartition topic Sluice creates. */
+export const REPARTITION_CONFIG: Readonly<Record<string, string>> = {
+  'cleanup.policy': 'delete',
+  'retention.ms': '-1',
+};
+
+/**
+ * Configuration of the dead-letter and overflow topics: the broker stamps their records with the
+ * time they were written, so that their retention counts from the failure or the shedding. With
+ * the record's own time (event time, perhaps years old in a backfill), a time retention deleted
+ * them at the broker's next check. The record's own timestamp is in `sluice.source.timestamp`.
+ */
+export const KEPT_RECORDS_CONFIG: Readonly<Record<string, string>> = {
+  'message.timestamp.type': 'LogAppendTime',
+};
+
 export function overflowTopic(appId: string): string {
   return `${appId}-overflow`;
 }
@@ -87,7 +103,11 @@ export async function prepareTopics(
     }
     const n = [...distinct][0]!;
     plan.set(s.id, n);
-    for (const t of s.sourceTopics) if (repartition.has(t)) internalSpecs.push({ topic: t, partitions: n });
+    // No time retention (as Kafka Streams'): records carry event time, and a broker's time retention
+    // would delete a backfill's records (older than it) before the reader got to them. What the app
+    // has committed past is deleted instead (repartition-purge.ts).
+    for (const t of s.sourceTopics)
+      if (repartition.has(t)) internalSpecs.push({ topic: t, partitions: n, config: REPARTITION_CONFIG });
     for (const st of topology.stores.filter((x) => x.subtopology === s.id)) {
       internalSpecs.push({
         topic: st.changelog,
@@ -115,9 +135,15 @@ export async function prepareTopics(
   const maxPartitions = Math.max(1, ...plan.values());
   const specs: TopicSpec[] = [
     ...internalSpecs,
-    { topic: deadLetterTopic(topology.appId), partitions: Math.min(maxPartitions, 8) },
+    {
+      topic: deadLetterTopic(topology.appId),
+      partitions: Math.min(maxPartitions, 8),
+      config: KEPT_RECORDS_CONFIG,
+    },
     { topic: topologyTopic(topology.appId), partitions: 1, config: { 'cleanup.policy': 'compact' } },
-    ...(opts.overflow ? [{ topic: overflowTopic(topology.appId), partitions: maxPartitions }] : []),
+    ...(opts.overflow
+      ? [{ topic: overflowTopic(topology.appId), partitions: maxPartitions, config: KEPT_RECORDS_CONFIG }]
+      : []),
   ];
   const existingNames = new Set(await admin.listTopics());
   if (specs.some((s) => !existingNames.has(s.topic))) {

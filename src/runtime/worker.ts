@@ -21,6 +21,7 @@ import type { Topology } from '../topology/build.js';
 import { ChangelogWatch } from './changelog-watch.js';
 import { InputRateMeter } from './input-rate.js';
 import { type InputSyncs, workerSyncs } from './input-sync.js';
+import { RepartitionPurge } from './repartition-purge.js';
 import { retrying } from './retrying.js';
 import type { Task } from './task.js';
 import { type OpenState, TaskManager, type WorkerParts } from './task-manager.js';
@@ -84,6 +85,7 @@ export class Worker {
   #memberId: string | undefined;
   readonly #statusSections = new Map<string, StatusSection>();
   #overload: OverloadController | undefined;
+  #purge: RepartitionPurge | undefined;
   /** Timestamp order across a task's inputs (input-sync.ts); none for one-input tasks. */
   readonly #syncs: InputSyncs;
 
@@ -94,19 +96,7 @@ export class Worker {
     this.config = opts.config;
     this.logger = opts.logger.child({ app: this.app.id });
     this.metrics = createWorkerMetrics(opts.registry);
-    initWorkerMetrics(this.metrics, this.app.id);
-    // Windowed operators' late-record counters start at zero too (one series per operator and action).
-    // So do async stages' timeout and retry counters (one series per operator).
-    for (const n of this.app.graph.nodes) {
-      const op = { app: this.app.id, operator: n.name };
-      if (n.spec.kind === 'async' || (n.spec.kind === 'process' && n.spec.async)) {
-        this.metrics.asyncTimeouts.inc(op, 0);
-        this.metrics.asyncRetries.inc(op, 0);
-      }
-      if (n.spec.kind !== 'late') continue;
-      const action = n.spec.topic === undefined ? 'dropped' : 'side_output';
-      this.metrics.lateRecords.inc({ app: this.app.id, operator: n.spec.operator, action }, 0);
-    }
+    initWorkerMetrics(this.metrics, this.app.id, this.app.graph.nodes);
     this.#inputRate = new InputRateMeter(this.metrics, this.app.id);
     this.#syncs = workerSyncs(opts.config.processing, () => this.#consumer, this.#inputRate);
     const clientId = `${opts.config.kafka.clientId}-${this.app.id}-${hostname()}-${process.pid}`;
@@ -277,6 +267,15 @@ export class Worker {
       lagOf: (topic, partition) => this.#lag.get(`${topic}:${partition}`),
     });
     this.#overload.start();
+    this.#purge = new RepartitionPurge({
+      groupId: this.app.id,
+      intervalMs: this.config.processing.repartitionPurgeIntervalMs,
+      admin: () => this.client.admin(),
+      topics: this.topology.repartitionTopics,
+      tasks: () => this.#manager.tasks.values(),
+      logger: this.logger,
+    });
+    this.#purge.start();
     const overload = this.#overload;
     this.addStatusSection('overload', () => overload.status());
     this.#state = 'running';
@@ -378,6 +377,7 @@ export class Worker {
     this.#changelogs.stop();
     this.group.close();
     this.#overload?.stop();
+    await this.#purge?.stop();
     await this.#manager.closeAll({ checkpoint: !failed });
     await this.#consumer
       // A failed worker leaves even as a static member, so that its tasks fail over (full disk).

@@ -258,6 +258,7 @@ test('overload divert mode should write every shed record to <appId>-overflow in
   const h = diverted[0]!.headers;
   assert.equal(h['sluice.source.topic'], input, 'overflow records name their source');
   assert.ok(Number(h['sluice.shed.fraction']) > 0);
+  assert.match(h['sluice.source.timestamp'] ?? '', /^\d+$/, "the record's own timestamp");
   assert.equal(metricSum(m, 'sluice_records_shed_total', { app: id, reason: 'random' }), diverted.length);
 });
 

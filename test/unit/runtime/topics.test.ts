@@ -60,11 +60,15 @@ test("prepareTopics should give the repartition topic its writer's partition cou
   );
   const byName = new Map(created.map((s) => [s.topic, s]));
   assert.equal(byName.get('shop-by-user-repartition')?.partitions, 6, "repartition = the source's count");
+  // Records there carry event time: time retention would delete a backfill's before they are read.
+  assert.equal(byName.get('shop-by-user-repartition')?.config?.['retention.ms'], '-1');
   const changelog = byName.get('shop-per-user-agg-changelog');
   assert.ok(changelog, `changelog created (created: ${[...byName.keys()].join(', ')})`);
   assert.equal(changelog.partitions, 6, 'one changelog partition per task');
   assert.equal(changelog.config?.['cleanup.policy'], 'compact');
   assert.ok(byName.has('shop-dlq'), 'the dead-letter topic too');
+  // Its retention counts from the failure, not from the record's (event) time.
+  assert.equal(byName.get('shop-dlq')?.config?.['message.timestamp.type'], 'LogAppendTime');
   // The output topic is the user's: never created nor resized.
   assert.ok(!byName.has('counts'));
 });
