@@ -169,7 +169,7 @@ const processing = z
      * committed past (Kafka Streams' `repartition.purge.interval.ms`). Repartition topics keep
      * records without a time limit, so this is what bounds them. 0: never.
      */
-    repartitionPurgeIntervalMs: z.number().int().min(0).default(30_000),
+    repartitionPurgeIntervalMs: z.number().int().min(0).max(86_400_000).default(30_000),
     /**
      * A task with several inputs processes their records in timestamp order; an input with
      * nothing buffered holds the others back for up to this long, unless its last fetch reached

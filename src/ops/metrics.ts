@@ -122,7 +122,14 @@ const CHECKPOINT_BYTE_BUCKETS = [
 ];
 
 /** Kinds of `sluice_errors_total` and reasons of `sluice_records_dead_lettered_total` known up front. */
-export const ERROR_KINDS = ['task_init', 'timer', 'state_corrupted', 'checkpoint', 'processing'] as const;
+export const ERROR_KINDS = [
+  'task_init',
+  'timer',
+  'state_corrupted',
+  'checkpoint',
+  'processing',
+  'repartition_purge',
+] as const;
 export const DEAD_LETTER_REASONS = ['deserialize', 'operator'] as const;
 
 /**

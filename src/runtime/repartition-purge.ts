@@ -10,6 +10,8 @@ export interface RepartitionPurgeDeps {
   /** The worker's tasks now: their repartition inputs are purged. */
   tasks: () => Iterable<{ sub: { sourceTopics: readonly string[] }; partition: number }>;
   logger: Logger;
+  /** A round's request failed (counted: `sluice_errors_total{kind="repartition_purge"}`). */
+  failed: () => void;
 }
 
 /**
@@ -42,10 +44,14 @@ export class RepartitionPurge {
     this.#timer.unref();
   }
 
-  async stop(): Promise<void> {
+  /**
+   * No more rounds. One in flight is not waited for: a DeleteRecords can take minutes of retries
+   * (a replica catching up), and a stopping worker's final checkpoints must not wait for it; it
+   * ends when the worker closes its client, and its error is caught.
+   */
+  stop(): void {
     clearInterval(this.#timer);
     this.#timer = undefined;
-    await this.#running;
   }
 
   /** One round: the owned partitions' committed offsets, then a DeleteRecords per topic that moved. */
@@ -59,25 +65,39 @@ export class RepartitionPurge {
         byTopic.set(topic, s);
       }
     if (byTopic.size === 0) return;
+    // Only disk is at stake on a failure: the next round tries again. Counted, because these
+    // topics have no time retention: a purge that always fails (no Delete permission on the
+    // topics) lets them grow.
+    const failed = (e: unknown, topic?: string) => {
+      this.#d.failed();
+      this.#d.logger.warn({ err: e, topic }, 'purging repartition records failed; will retry');
+    };
+    let admin: KafkaAdmin;
+    let committed: Awaited<ReturnType<KafkaAdmin['committedOffsets']>>;
     try {
-      const admin = await this.#d.admin();
-      const committed = await admin.committedOffsets(this.#d.groupId, [...byTopic.keys()]);
-      const due = new Map<string, Array<{ partition: number; offset: string }>>();
-      for (const c of committed) {
-        if (!byTopic.get(c.topic)?.has(c.partition) || !/^\d+$/.test(c.offset) || c.offset === '0') continue;
-        if (this.#purged.get(`${c.topic}:${c.partition}`) === c.offset) continue;
-        const l = due.get(c.topic) ?? [];
-        l.push({ partition: c.partition, offset: c.offset });
-        due.set(c.topic, l);
-      }
-      for (const [topic, partitions] of due) {
-        await admin.deleteRecordsBefore(topic, partitions);
-        for (const p of partitions) this.#purged.set(`${topic}:${p.partition}`, p.offset);
-        this.#d.logger.debug({ topic, partitions }, 'repartition records purged');
-      }
+      admin = await this.#d.admin();
+      committed = await admin.committedOffsets(this.#d.groupId, [...byTopic.keys()]);
     } catch (e) {
-      // Only disk is at stake: the next round tries again.
-      this.#d.logger.warn({ err: e }, 'purging repartition topics failed; will retry');
+      return failed(e);
+    }
+    const due = new Map<string, Array<{ partition: number; offset: string }>>();
+    for (const c of committed) {
+      // -1 (nothing committed) must never go: DeleteRecords takes it as "up to the end".
+      if (!byTopic.get(c.topic)?.has(c.partition) || !/^\d+$/.test(c.offset) || c.offset === '0') continue;
+      if (this.#purged.get(`${c.topic}:${c.partition}`) === c.offset) continue;
+      const l = due.get(c.topic) ?? [];
+      l.push({ partition: c.partition, offset: c.offset });
+      due.set(c.topic, l);
+    }
+    for (const [topic, partitions] of due) {
+      try {
+        await admin.deleteRecordsBefore(topic, partitions);
+      } catch (e) {
+        failed(e, topic);
+        continue;
+      }
+      for (const p of partitions) this.#purged.set(`${topic}:${p.partition}`, p.offset);
+      this.#d.logger.debug({ topic, partitions }, 'repartition records purged');
     }
   }
 }

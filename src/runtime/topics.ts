@@ -13,11 +13,16 @@ export function topologyTopic(appId: string): string {
   return `${appId}-topology`;
 }
 
-/** Where `overload.mode: divert` writes the records it sheds. */
-/** Configuration of a repartition topic Sluice creates. */
+/**
+ * Configuration of a repartition topic Sluice creates, as Kafka Streams': no time retention (the
+ * purge deletes what was read), and segments small and short enough that the broker can delete
+ * what the purge released (it deletes whole closed segments only).
+ */
 export const REPARTITION_CONFIG: Readonly<Record<string, string>> = {
   'cleanup.policy': 'delete',
   'retention.ms': '-1',
+  'segment.bytes': String(50 * 1024 * 1024),
+  'segment.ms': '600000',
 };
 
 /**
@@ -30,6 +35,7 @@ export const KEPT_RECORDS_CONFIG: Readonly<Record<string, string>> = {
   'message.timestamp.type': 'LogAppendTime',
 };
 
+/** Where `overload.mode: divert` writes the records it sheds. */
 export function overflowTopic(appId: string): string {
   return `${appId}-overflow`;
 }

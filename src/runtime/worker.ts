@@ -274,6 +274,7 @@ export class Worker {
       topics: this.topology.repartitionTopics,
       tasks: () => this.#manager.tasks.values(),
       logger: this.logger,
+      failed: () => this.metrics.errors.inc({ app: this.app.id, kind: 'repartition_purge' }),
     });
     this.#purge.start();
     const overload = this.#overload;
@@ -377,7 +378,7 @@ export class Worker {
     this.#changelogs.stop();
     this.group.close();
     this.#overload?.stop();
-    await this.#purge?.stop();
+    this.#purge?.stop(); // not waited for: a round in flight ends with the client (its error is caught)
     await this.#manager.closeAll({ checkpoint: !failed });
     await this.#consumer
       // A failed worker leaves even as a static member, so that its tasks fail over (full disk).
