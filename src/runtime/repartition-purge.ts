@@ -29,6 +29,7 @@ export class RepartitionPurge {
   readonly #purged = new Map<string, string>();
   #timer: NodeJS.Timeout | undefined;
   #running: Promise<void> | undefined;
+  #stopped = false;
 
   constructor(d: RepartitionPurgeDeps) {
     this.#d = d;
@@ -50,6 +51,7 @@ export class RepartitionPurge {
    * ends when the worker closes its client, and its error is caught.
    */
   stop(): void {
+    this.#stopped = true;
     clearInterval(this.#timer);
     this.#timer = undefined;
   }
@@ -69,6 +71,7 @@ export class RepartitionPurge {
     // topics have no time retention: a purge that always fails (no Delete permission on the
     // topics) lets them grow.
     const failed = (e: unknown, topic?: string) => {
+      if (this.#stopped) return; // the round was cut off by the worker's stop, not a failure
       this.#d.failed();
       this.#d.logger.warn({ err: e, topic }, 'purging repartition records failed; will retry');
     };
