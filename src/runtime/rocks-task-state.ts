@@ -107,13 +107,13 @@ export class RocksTaskState implements TaskState {
     this.cache = new WriteBackCache<unknown>({
       maxBytes: ctx.cacheBytes ?? ctx.config.state.cacheMaxBytes,
       groupOf: (store, key) => (collections.has(store) && key.length >= 4 ? 4 + key.readUInt32BE(0) : 0),
-      loader: (store, key) => this.#decode(store, key, this.#committed(store, key)),
+      loader: (store, key, k) => this.#decode(store, key, this.#committed(store, key, k)),
     });
   }
 
-  /** The committed value of `key`: a write waiting for RocksDB, else RocksDB's. */
-  #committed(store: string, key: Buffer): Buffer | undefined {
-    const v = this.#behind.get(store, key);
+  /** The committed value of `key` (`k`: as latin1, if known): a write waiting for RocksDB, else RocksDB's. */
+  #committed(store: string, key: Buffer, k?: string): Buffer | undefined {
+    const v = this.#behind.get(store, key, k);
     return v === undefined ? this.rocks.getSync(store, key) : (v ?? undefined);
   }
 
@@ -135,12 +135,10 @@ export class RocksTaskState implements TaskState {
 
   /**
    * Reads the keys of `stores` (value stores keyed by the record key) into the cache ahead of the
-   * records that will read them: one RocksDB MultiGet per store, on this thread for the keys not
-   * cached (`background` false: the next records need them now) or on the libuv pool for all of
-   * them (the cache keeps what it holds), whose answer is taken only if no write reached RocksDB
-   * meanwhile (a checkpoint may have written a newer value and the cache evicted it). Skipped
-   * while the cache answers nearly every read (fewer than 1 in 16 of the last 256 or more missed):
-   * looking the keys up would cost more than it saves.
+   * records that read them: one MultiGet per store, on this thread for the keys not cached
+   * (`background` false: needed now) or on the libuv pool for all (the cache keeps what it holds),
+   * taken only if no write reached RocksDB meanwhile (a checkpoint may have written a newer value
+   * and the cache evicted it). Skipped while fewer than 1 in 16 of the last 256+ reads missed.
    */
   readAhead(stores: readonly string[], keys: Buffer[], background: boolean): void {
     const c = this.cache;
@@ -153,21 +151,28 @@ export class RocksTaskState implements TaskState {
       this.#aheadSkip = misses * 16 < hits + misses;
     }
     if (this.#aheadSkip) return;
+    // Each key's cache string once, for every store and every map it is looked up in.
+    const ks = new Array<string>(keys.length);
+    for (let i = 0; i < keys.length; i++) ks[i] = keys[i]!.toString('latin1');
     for (const store of stores) {
       // On this thread only the keys not cached are read; on the pool all (fill skips cached ones).
-      let wanted: Buffer[] = keys;
+      let [wanted, wantedKs] = [keys, ks];
       if (!background) {
-        wanted = [];
-        for (const key of keys) if (!c.has(store, key)) wanted.push(key);
+        [wanted, wantedKs] = [[], []];
+        for (let i = 0; i < keys.length; i++) {
+          if (c.has(store, keys[i]!, ks[i])) continue;
+          wanted.push(keys[i]!);
+          wantedKs.push(ks[i]!);
+        }
         if (wanted.length === 0) continue;
-        this.#fill(store, wanted, this.rocks.getManySync(store, wanted));
+        this.#fill(store, wanted, wantedKs, this.rocks.getManySync(store, wanted));
         continue;
       }
-      const rocks = this.rocks;
+      const { rocks } = this;
       const at = rocks.writes;
       rocks.getManyAsync(store, wanted).then(
         (raws) => {
-          if (rocks.isOpen && rocks.writes === at) this.#fill(store, wanted, raws);
+          if (rocks.isOpen && rocks.writes === at) this.#fill(store, wanted, wantedKs, raws);
         },
         // Only a hint: the records read their keys themselves, and report what fails then.
         () => {},
@@ -176,15 +181,21 @@ export class RocksTaskState implements TaskState {
   }
 
   /** Caches what a read-ahead found; a value that fails to decode is left for its record's own read. */
-  #fill(store: string, keys: readonly Buffer[], raws: ReadonlyArray<Buffer | undefined>): void {
-    this.cache.fill(store, keys, (i) => {
+  #fill(
+    store: string,
+    keys: readonly Buffer[],
+    ks: readonly string[],
+    raws: ReadonlyArray<Buffer | undefined>,
+  ): void {
+    const load = (i: number) => {
       try {
-        const v = this.#behind.get(store, keys[i]!);
+        const v = this.#behind.get(store, keys[i]!, ks[i]);
         return this.#decode(store, keys[i]!, v === undefined ? raws[i] : (v ?? undefined));
       } catch {
         return undefined;
       }
-    });
+    };
+    this.cache.fill(store, keys, load, ks);
   }
 
   get dirty(): boolean {
@@ -372,16 +383,9 @@ export class RocksTaskState implements TaskState {
     const info = this.stores.get(store);
     if (!info) return undefined;
     const d = info.spec.descriptor;
+    const keySerde = d.kind === 'map' ? d.keySerde : undefined;
     if (d.kind !== 'value')
-      return readCollection(
-        this.rocks,
-        this.cache,
-        store,
-        d.kind,
-        d.kind === 'map' ? d.keySerde : undefined,
-        d.serde,
-        key,
-      );
+      return readCollection(this.rocks, this.cache, store, d.kind, keySerde, d.serde, key);
     const cached = this.cache.peek(store, key);
     if (cached) return cached.value;
     const raw = this.#committed(store, key);

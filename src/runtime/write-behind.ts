@@ -56,7 +56,7 @@ export class WriteBehind {
     for (const op of ops) {
       let m = this.#stores.get(op.store);
       if (m === undefined) this.#stores.set(op.store, (m = new Map()));
-      const k = op.key.toString('latin1');
+      const k = op.k ?? op.key.toString('latin1');
       const had = m.get(k);
       if (had !== undefined) this.#bytes -= sizeOf(k, had);
       const v = op.value === null ? null : op.value.toString('latin1');
@@ -73,12 +73,13 @@ export class WriteBehind {
 
   /**
    * The committed value of `key` when one waits (`null`: deleted), else undefined: RocksDB's value
-   * is the committed one. No key is converted while nothing of `store` waits.
+   * is the committed one. No key is converted while nothing of `store` waits; `k`: the key as
+   * latin1, when the caller has it.
    */
-  get(store: string, key: Buffer): Buffer | null | undefined {
+  get(store: string, key: Buffer, k?: string): Buffer | null | undefined {
     const m = this.#stores.get(store);
     if (m === undefined || m.size === 0) return undefined;
-    const v = m.get(key.toString('latin1'));
+    const v = m.get(k ?? key.toString('latin1'));
     return v === undefined || v === null ? v : Buffer.from(v, 'latin1');
   }
 

@@ -47,8 +47,11 @@ export interface Loaded<V> {
 export interface WriteBackCacheOptions<V> {
   /** Bound on the summed sizes of the entries; dirty entries may exceed it. */
   maxBytes: number;
-  /** Synchronous read-through on a miss. It may return the same object every time. */
-  loader: (store: string, key: Buffer) => Loaded<V>;
+  /**
+   * Synchronous read-through on a miss. It may return the same object every time. `k` is the key
+   * as latin1 (the cache's form of it), for a loader that looks it up in maps of its own.
+   */
+  loader: (store: string, key: Buffer, k: string) => Loaded<V>;
   /**
    * How many leading bytes of `key` name its group (0: none). Called when an entry is created.
    * Keys of one group must share those bytes, and no group's bytes may start another's.
@@ -62,6 +65,8 @@ export type GroupRow<V> = readonly [key: Buffer, value: V, size: number];
 export interface DirtyEntry<V> {
   store: string;
   key: Buffer;
+  /** The key as latin1, as the cache holds it (no conversion for a consumer that keys maps by it). */
+  k: string;
   /** `undefined` is a tombstone: delete the key. */
   value: V | undefined;
 }
@@ -113,7 +118,7 @@ class Group<V> {
 
 export class WriteBackCache<V> {
   private maxBytes: number;
-  private readonly loader: (store: string, key: Buffer) => Loaded<V>;
+  private readonly loader: (store: string, key: Buffer, k: string) => Loaded<V>;
   private readonly stores = new Map<string, Map<string, Entry<V>>>();
   private readonly groupOf: ((store: string, key: Buffer) => number) | undefined;
   /** Store → group id (the key's leading bytes, latin1) → group. */
@@ -191,7 +196,7 @@ export class WriteBackCache<V> {
       return e.value;
     }
     this._misses++;
-    const loaded = this.loader(store, key);
+    const loaded = this.loader(store, key, k);
     this.join(store, key, this.insertClean(store, map, k, loaded.value, loaded.size));
     this.evict();
     return loaded.value;
@@ -276,9 +281,9 @@ export class WriteBackCache<V> {
     return e === undefined ? undefined : { value: e.value };
   }
 
-  /** Whether `key` is cached (without loading or touching it). */
-  has(store: string, key: Buffer): boolean {
-    return this.stores.get(store)?.has(key.toString('latin1')) ?? false;
+  /** Whether `key` is cached (without loading or touching it); `k` as in {@link get}. */
+  has(store: string, key: Buffer, k: string = key.toString('latin1')): boolean {
+    return this.stores.get(store)?.has(k) ?? false;
   }
 
   /**
@@ -286,13 +291,19 @@ export class WriteBackCache<V> {
    * keys): each key not cached yet becomes a clean entry of `load(i)` (the i-th key's value; none
    * when it gives `undefined`), as {@link get}'s load would make it. Cached keys are left alone:
    * the cache is as new as RocksDB or newer. The loads count as misses (the reads that then find
-   * them, as hits). Returns how many entries it added.
+   * them, as hits). Returns how many entries it added. `ks`: the keys as latin1, when the caller
+   * has them already.
    */
-  fill(store: string, keys: readonly Buffer[], load: (i: number) => Loaded<V> | undefined): number {
+  fill(
+    store: string,
+    keys: readonly Buffer[],
+    load: (i: number) => Loaded<V> | undefined,
+    ks?: readonly string[],
+  ): number {
     const map = this.storeMap(store);
     let n = 0;
     for (let i = 0; i < keys.length; i++) {
-      const k = keys[i]!.toString('latin1');
+      const k = ks === undefined ? keys[i]!.toString('latin1') : ks[i]!;
       if (map.has(k)) continue;
       const l = load(i);
       if (l === undefined) continue;
@@ -326,7 +337,7 @@ export class WriteBackCache<V> {
     const out = new Array<DirtyEntry<V>>(this.dirtyList.length);
     for (let i = 0; i < out.length; i++) {
       const e = this.dirtyList[i];
-      out[i] = { store: e.store, key: Buffer.from(e.k, 'latin1'), value: e.value };
+      out[i] = { store: e.store, key: Buffer.from(e.k, 'latin1'), k: e.k, value: e.value };
     }
     return out;
   }
