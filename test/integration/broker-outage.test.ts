@@ -12,10 +12,11 @@
  *     and the new worker becomes ready; slice 3 is produced: the output is still exact.
  */
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, type TestContext, test } from 'node:test';
+import { runFiles } from '../../src/dev/kafka-config.js';
 import { localKafkaStatus, startLocalKafka, stopLocalKafka } from '../../src/dev/local-kafka.js';
 import { eventually, jobTopics, produce, readAll } from '../helpers/kafka.js';
 import { assertExactOutput, RunningSumInput } from '../helpers/running-sum.js';
@@ -108,6 +109,16 @@ test('exactly-once should survive a SIGKILLed and a cleanly stopped broker, and 
   });
   const dump = () => {
     for (const w of workers) console.error(`--- ${w.name} ---\n${w.logs.slice(-40).join('\n')}`);
+    // The broker's side of a stuck task (a transaction left open on a partition after the SIGKILL
+    // keeps its last stable offset back): warnings, aborts, markers, truncation, coordinator loads.
+    const log = runFiles(dataDir).logFile;
+    if (!existsSync(log)) return;
+    const lines = readFileSync(log, 'utf8').split('\n');
+    const relevant = lines.filter((l) =>
+      /\] (WARN|ERROR) |abort|hanging|truncat|timed out|marker|Completed load|fenc/i.test(l),
+    );
+    console.error(`--- broker ${log} (${lines.length} lines; those about transactions and recovery) ---`);
+    console.error(relevant.slice(-120).join('\n'));
   };
   try {
     step('workers spawned');
