@@ -19,9 +19,12 @@ export type TopicRecords = ReadonlyMap<string, OutRecord[]>;
 export type WrittenOffsets = Map<string, bigint>;
 
 /**
- * Bytes per produce request, at most (roughly). The broker refuses a record batch larger than
+ * Bytes of one topic per send, at most (roughly). The broker refuses a record batch larger than
  * `message.max.bytes` (1 MiB by default) and kafkajs puts all of one partition's messages of a
- * send into one batch, so a checkpoint's outputs go out in several sends of up to this size.
+ * send into one batch, so a topic's records go out in chunks of up to this size, the n-th chunk of
+ * every topic in the n-th send. A send's topics do not add up: a checkpoint of 300 KB of outputs
+ * and 200 KB of changelog records is one Produce request, not two in a row (issue 19: they were
+ * two at half load, each a round trip on the way to the commit).
  */
 const MAX_SEND_BYTES = 512 * 1024;
 
@@ -33,28 +36,25 @@ function sizeOf(m: OutRecord): number {
   return n;
 }
 
-/** The records as a list of sends, each holding at most about MAX_SEND_BYTES. */
-function toSends(records: TopicRecords): Array<Array<{ topic: string; messages: OutRecord[] }>> {
+/** The records as a list of sends, each holding at most about MAX_SEND_BYTES of each topic. */
+export function toSends(records: TopicRecords): Array<Array<{ topic: string; messages: OutRecord[] }>> {
   const sends: Array<Array<{ topic: string; messages: OutRecord[] }>> = [];
-  let cur: Array<{ topic: string; messages: OutRecord[] }> = [];
-  let bytes = 0;
   for (const [topic, messages] of records) {
+    let i = 0;
     let chunk: OutRecord[] = [];
+    let bytes = 0;
     for (const m of messages) {
       const sz = sizeOf(m);
-      if (bytes + sz > MAX_SEND_BYTES && (chunk.length > 0 || cur.length > 0)) {
-        if (chunk.length > 0) cur.push({ topic, messages: chunk });
-        sends.push(cur);
-        cur = [];
+      if (bytes + sz > MAX_SEND_BYTES && chunk.length > 0) {
+        (sends[i++] ??= []).push({ topic, messages: chunk });
         chunk = [];
         bytes = 0;
       }
       chunk.push(m);
       bytes += sz;
     }
-    if (chunk.length > 0) cur.push({ topic, messages: chunk });
+    if (chunk.length > 0) (sends[i] ??= []).push({ topic, messages: chunk });
   }
-  if (cur.length > 0) sends.push(cur);
   return sends;
 }
 

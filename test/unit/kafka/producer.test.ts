@@ -308,3 +308,55 @@ test('a next transaction whose partitions could not be added should be aborted, 
   ]);
   await p.close();
 });
+
+/**
+ * Issue 19: the broker's limit is per partition batch (message.max.bytes), so a send takes up to
+ * 512 KiB of each topic: a checkpoint's outputs and changelog records go in one Produce request
+ * (at half load they were two in a row, each a round trip on the way to the commit), and only a
+ * topic over the bound is split, its chunks in order over consecutive sends.
+ */
+test('a checkpoint should go out in one send unless one topic holds more than the bound', async () => {
+  const { toSends } = await import('../../../src/kafka/producer.js');
+  const recs = (n: number, bytes: number) =>
+    Array.from({ length: n }, (_, i) => ({
+      key: Buffer.from(`k${i}`),
+      value: Buffer.alloc(bytes),
+      partition: 0,
+    }));
+  // 340 KB of outputs and 260 KB of changelog: together over 512 KiB, each under it.
+  const one = toSends(
+    new Map([
+      ['out', recs(2000, 100)],
+      ['changelog', recs(2000, 60)],
+    ]),
+  );
+  assert.equal(one.length, 1);
+  assert.deepEqual(
+    one[0]!.map((t) => [t.topic, t.messages.length]),
+    [
+      ['out', 2000],
+      ['changelog', 2000],
+    ],
+  );
+  // 1.2 MB of one topic: three chunks in three sends, in order; the small topic in the first.
+  const big = recs(8000, 86);
+  const split = toSends(
+    new Map([
+      ['out', big],
+      ['changelog', recs(10, 36)],
+    ]),
+  );
+  assert.equal(split.length, 3);
+  assert.deepEqual(
+    split.map((s) => s.map((t) => t.topic)),
+    [['out', 'changelog'], ['out'], ['out']],
+  );
+  assert.deepEqual(
+    split.flatMap((s) => s.filter((t) => t.topic === 'out').flatMap((t) => t.messages)),
+    big,
+    'every record once, in order',
+  );
+  for (const s of split)
+    for (const t of s)
+      assert.ok(t.messages.reduce((a, m) => a + 64 + m.key!.length + m.value!.length, 0) <= 512 * 1024);
+});
