@@ -149,6 +149,13 @@ const COORDINATOR_TRANSACTION = 1;
  */
 export const PREPARED_IDLE_MS = 10_000;
 
+/**
+ * Commit intervals up to which the next transaction is begun ahead ({@link
+ * TransactionalProducer}): with longer ones its round trips are a small part of the wait, and a
+ * transaction open for most of a long interval would near the coordinator's timeout.
+ */
+export const PREPARE_MAX_INTERVAL_MS = 5000;
+
 /** How long {@link TransactionalProducer.close} waits for a prepared transaction's abort. */
 const CLOSE_ABORT_MS = 2000;
 
@@ -210,11 +217,20 @@ export class TransactionalProducer {
   readonly id: string;
   readonly #p: Producer;
   #tx: Transaction | undefined;
+  /** How long a prepared transaction waits for its checkpoint; 0: none is prepared. */
   readonly #preparedIdleMs: number;
-  constructor(p: Producer, id: string, opts: { preparedIdleMs?: number } = {}) {
+  /**
+   * `commitIntervalMs`: the app's (a prepared transaction waits three intervals, at least
+   * {@link PREPARED_IDLE_MS}; none is prepared past {@link PREPARE_MAX_INTERVAL_MS}).
+   * `preparedIdleMs`: that wait, for tests.
+   */
+  constructor(p: Producer, id: string, opts: { commitIntervalMs?: number; preparedIdleMs?: number } = {}) {
     this.#p = p;
     this.id = id;
-    this.#preparedIdleMs = opts.preparedIdleMs ?? PREPARED_IDLE_MS;
+    const interval = opts.commitIntervalMs ?? 0;
+    this.#preparedIdleMs =
+      opts.preparedIdleMs ??
+      (interval > PREPARE_MAX_INTERVAL_MS ? 0 : Math.max(PREPARED_IDLE_MS, 3 * interval));
   }
 
   /**
@@ -364,7 +380,8 @@ export class TransactionalProducer {
    * aborted, far within the coordinator's transaction timeout (60 s), which would fence us.
    */
   #prepare(offsets: { groupId: string; offsets: readonly TopicPartitionOffset[] }): void {
-    if (this.#abandon === undefined) return; // closed meanwhile
+    // Closed meanwhile, or a commit interval too long for it.
+    if (this.#abandon === undefined || this.#preparedIdleMs === 0) return;
     const groupId = offsets.offsets.length > 0 ? offsets.groupId : undefined;
     const ready = (async (): Promise<PreparedTx> => {
       let tx: Transaction | undefined;

@@ -360,3 +360,30 @@ test('a checkpoint should go out in one send unless one topic holds more than th
     for (const t of s)
       assert.ok(t.messages.reduce((a, m) => a + 64 + m.key!.length + m.value!.length, 0) <= 512 * 1024);
 });
+
+test('with a commit interval over 5 s no next transaction should be begun ahead', async () => {
+  const calls: string[] = [];
+  const tx = () => ({
+    sendBatch: async ({ topicMessages }: any) => {
+      if (topicMessages[0].messages[TXN_INTERNALS]) calls.push('prepare');
+      else calls.push('send');
+      return [{ topicName: 'out', partition: 0, errorCode: 0, baseOffset: '7' }];
+    },
+    sendOffsets: async () => calls.push('offsets'),
+    commit: async () => calls.push('commit'),
+    abort: async () => calls.push('abort'),
+  });
+  const p = new TransactionalProducer(
+    { transaction: async () => tx(), disconnect: async () => undefined } as any,
+    'app-1_0',
+    { commitIntervalMs: 30_000 },
+  );
+  const records = new Map([['out', [{ key: null, value: Buffer.from('x'), partition: 0 }]]]);
+  const offsets = { groupId: 'app', offsets: [{ topic: 'in', partition: 0, offset: '10' }] };
+  await p.commitTransaction(records, offsets);
+  await new Promise((r) => setImmediate(r));
+  await p.commitTransaction(records, offsets);
+  await new Promise((r) => setImmediate(r));
+  assert.deepEqual(calls, ['send', 'offsets', 'commit', 'send', 'offsets', 'commit']);
+  await p.close();
+});
