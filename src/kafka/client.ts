@@ -25,11 +25,7 @@ export class KafkaClient {
   #admin: Promise<KafkaAdmin> | undefined;
   readonly #ssl: ReturnType<typeof securityOptions>['ssl'];
 
-  /** The app's commit interval: whether and how long a transaction is begun ahead (producer.ts). */
-  readonly #commitIntervalMs: number | undefined;
-
-  constructor(settings: KafkaSettings, logger: Logger, processing?: { commitIntervalMs: number }) {
-    this.#commitIntervalMs = processing?.commitIntervalMs;
+  constructor(settings: KafkaSettings, logger: Logger) {
     // A different kafkajs, or a load-time change to it that did not install: fail now, clearly.
     assertKafkajsPatched();
     this.settings = settings;
@@ -102,7 +98,7 @@ export class KafkaClient {
       createPartitioner: createKeyPartitioner(),
     });
     await p.connect();
-    const tp = new TransactionalProducer(p, transactionalId, { commitIntervalMs: this.#commitIntervalMs });
+    const tp = new TransactionalProducer(p, transactionalId);
     try {
       await tp.fence();
     } catch (e) {

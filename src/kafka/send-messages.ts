@@ -43,50 +43,6 @@ type Grouper = (a: {
  */
 export const ON_PARTITIONS_ADDED = Symbol('sluice.onPartitionsAdded');
 
-/** What a {@link TXN_INTERNALS} callback gets: the producer's cluster and transaction manager. */
-export interface TxnInternals {
-  cluster: Any;
-  eosManager: Any;
-}
-
-/**
- * A send's messages list may carry, instead of records, a callback under this key: it is called
- * with the transaction's {@link TxnInternals} and the send produces nothing. producer.ts uses it
- * to add partitions and the group's offsets to a transaction before its checkpoint, and to send
- * the offsets without a second AddOffsetsToTxn (kafkajs's transaction object exposes neither).
- */
-export const TXN_INTERNALS = Symbol('sluice.txnInternals');
-
-/** Per transaction manager: topic → the partitions its sends wrote since they were last taken. */
-const written = new WeakMap<object, Map<string, Set<number>>>();
-
-/**
- * The partitions a transactional producer's sends wrote since the last call (its transaction
- * manager from {@link TXN_INTERNALS}), as AddPartitionsToTxn takes them; forgets them.
- */
-export function takeWrittenPartitions(
-  eosManager: object,
-): Array<{ topic: string; partitions: Array<{ partition: number }> }> {
-  const m = written.get(eosManager);
-  if (m === undefined) return [];
-  written.delete(eosManager);
-  return [...m].map(([topic, ps]) => ({ topic, partitions: [...ps].map((partition) => ({ partition })) }));
-}
-
-/** Notes the partitions a transactional send writes (for {@link takeWrittenPartitions}). */
-export function noteWritten(
-  eosManager: object,
-  topicData: Array<{ topic: string; partitions: Array<{ partition: number }> }>,
-): void {
-  let m = written.get(eosManager);
-  if (m === undefined) written.set(eosManager, (m = new Map()));
-  for (const { topic, partitions } of topicData) {
-    let ps = m.get(topic);
-    if (ps === undefined) m.set(topic, (ps = new Set()));
-    for (const { partition } of partitions) ps.add(partition);
-  }
-}
-
 /**
  * CONCURRENT_TRANSACTIONS (51): the transaction coordinator is still completing a state change of
  * this transactional id (the previous transaction's commit markers, or the last AddPartitionsToTxn,
@@ -141,11 +97,6 @@ export function sendMessagesFactory(groupMessagesPerPartition: Grouper) {
     // coordinators without a FindCoordinator round trip each (coordinator-cache.ts).
     cacheCoordinators(cluster);
     return async ({ acks, timeout, compression, topicMessages }: Any) => {
-      const internals = topicMessages[0]?.messages?.[TXN_INTERNALS];
-      if (internals !== undefined) {
-        await internals({ cluster, eosManager });
-        return [];
-      }
       /** `topic\0partition` → that partition's answer (an empty list under acks 0). */
       const answered = new Map<string, unknown[]>();
       type Grouped = Array<{ topic: string; messagesPerPartition: Record<number, unknown[]> }>;
@@ -219,7 +170,6 @@ export function sendMessagesFactory(groupMessagesPerPartition: Grouper) {
             const topicData = createTopicData(still);
             // Retried here, not by the send's retrier: each of its tries costs a metadata refresh and
             // the client's retry backoff (200 ms and more, client.ts) on the way to the commit.
-            if (eosManager.isTransactional()) noteWritten(eosManager, topicData);
             if (eosManager.isTransactional())
               await retryConcurrentTransactions(
                 () => eosManager.addPartitionsToTransaction(topicData),

@@ -100,7 +100,7 @@ export class Worker {
     this.#inputRate = new InputRateMeter(this.metrics, this.app.id);
     this.#syncs = workerSyncs(opts.config.processing, () => this.#consumer, this.#inputRate);
     const clientId = `${opts.config.kafka.clientId}-${this.app.id}-${hostname()}-${process.pid}`;
-    this.client = new KafkaClient({ ...opts.config.kafka, clientId }, this.logger, opts.config.processing);
+    this.client = new KafkaClient({ ...opts.config.kafka, clientId }, this.logger);
     this.clientId = clientId;
     this.group = new GroupView(
       () => this.client.admin(),

@@ -1,7 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { isFencedError, TransactionalProducer } from '../../../src/kafka/producer.js';
-import { noteWritten, TXN_INTERNALS } from '../../../src/kafka/send-messages.js';
 
 /**
  * kafkajs retries some transactional errors for a long time (AddPartitionsToTxn for a deleted
@@ -103,9 +102,7 @@ test('a checkpoint should send its offsets again when the coordinator answers CO
   const run = async (failures: Array<() => Error>) => {
     const calls: string[] = [];
     const tx = {
-      sendBatch: async ({ topicMessages }: any) => {
-        // The next checkpoint's transaction begun after the commit: none of this test's business.
-        if (topicMessages[0].messages[TXN_INTERNALS]) return [];
+      sendBatch: async () => {
         calls.push('send');
         return [{ topicName: 'out', partition: 0, errorCode: 0, baseOffset: '7' }];
       },
@@ -141,7 +138,6 @@ test('a checkpoint should send its offsets once its partitions are added, overla
     let offsetsDone!: () => void;
     const tx = {
       sendBatch: async ({ topicMessages }: any) => {
-        if (topicMessages[0].messages[TXN_INTERNALS]) return [];
         calls.push('add-partitions');
         await new Promise((r) => setImmediate(r));
         topicMessages[0].messages[ON_PARTITIONS_ADDED]();
@@ -189,111 +185,6 @@ test('a checkpoint should send its offsets once its partitions are added, overla
   failed.offsets();
   await assert.rejects(failed.done, /NOT_ENOUGH_REPLICAS/);
   assert.deepEqual(failed.calls.slice(3), ['produced', 'offsets done', 'abort']);
-});
-
-/**
- * A stand-in kafkajs producer whose transactions log what they do to `calls` (`tx<n> send`,
- * `tx<n> offsets` for kafkajs's sendOffsets, `tx<n> commit`, `tx<n> abort`); a send carrying
- * TXN_INTERNALS gets `internals`. Each send notes its partition as send-messages.ts does.
- */
-function loggingProducer(calls: string[], internals: { cluster: object; eosManager: object }): any {
-  let n = 0;
-  const tx = () => {
-    const id = ++n;
-    return {
-      sendBatch: async ({ topicMessages }: any) => {
-        const fn = topicMessages[0].messages[TXN_INTERNALS];
-        if (fn) return fn(internals);
-        noteWritten(internals.eosManager, [{ topic: 'out', partitions: [{ partition: 0 }] }]);
-        calls.push(`tx${id} send`);
-        return [{ topicName: 'out', partition: 0, errorCode: 0, baseOffset: '7' }];
-      },
-      sendOffsets: async () => calls.push(`tx${id} offsets`),
-      commit: async () => calls.push(`tx${id} commit`),
-      abort: async () => calls.push(`tx${id} abort`),
-    };
-  };
-  return { transaction: async () => tx(), disconnect: async () => undefined };
-}
-
-/**
- * Issue 19: after a commit the next checkpoint's transaction is begun at once, with the
- * partitions the last one wrote (AddPartitionsToTxn) and the group's offsets partition
- * (AddOffsetsToTxn) in it; that checkpoint then produces while it sends its offsets
- * (TxnOffsetCommit alone), and commits: two round trips on the way to its outputs, not four.
- * A transaction no checkpoint takes is aborted before the coordinator's timeout would fence us.
- */
-test('after a commit the next transaction should be begun with its partitions and offsets in; its checkpoint should only produce, send offsets and commit', async () => {
-  const calls: string[] = [];
-  const eosManager = {
-    getTransactionalId: () => 'app-1_0',
-    getProducerId: () => 7,
-    getProducerEpoch: () => 0,
-    addPartitionsToTransaction: async (topics: any[]) =>
-      calls.push(
-        `add-partitions ${topics.map((t) => `${t.topic}:${t.partitions.map((p: any) => p.partition)}`)}`,
-      ),
-  };
-  const coordinator = {
-    addOffsetsToTxn: async ({ groupId }: any) => calls.push(`add-offsets ${groupId}`),
-    txnOffsetCommit: async ({ topics }: any) =>
-      calls.push(`txn-offset-commit ${topics[0].partitions[0].offset}`),
-  };
-  const cluster = { findGroupCoordinator: async () => coordinator };
-  const p = new TransactionalProducer(loggingProducer(calls, { cluster, eosManager }), 'app-1_0', {
-    preparedIdleMs: 200,
-  });
-  const records = () => new Map([['out', [{ key: null, value: Buffer.from('x'), partition: 0 }]]]);
-  const offsets = (o: string) => ({ groupId: 'app', offsets: [{ topic: 'in', partition: 0, offset: o }] });
-  await p.commitTransaction(records(), offsets('10'));
-  assert.deepEqual(calls.slice(0, 3), ['tx1 send', 'tx1 offsets', 'tx1 commit']);
-  const tick = () => new Promise((r) => setImmediate(r));
-  for (let i = 0; i < 5; i++) await tick();
-  assert.deepEqual(calls.slice(3), ['add-partitions out:0', 'add-offsets app'], 'the next one begun at once');
-  await p.commitTransaction(records(), offsets('20'));
-  assert.deepEqual(
-    calls.slice(5, 8),
-    ['tx2 send', 'txn-offset-commit 20', 'tx2 commit'],
-    'only the produce, the offsets and the commit',
-  );
-  // Nothing more to commit: the transaction begun after it is aborted once it has waited.
-  for (let i = 0; i < 5; i++) await tick();
-  assert.deepEqual(calls.slice(8), ['add-partitions out:0', 'add-offsets app']);
-  await new Promise((r) => setTimeout(r, 400));
-  assert.deepEqual(calls.slice(10), ['tx3 abort']);
-  // The next checkpoint begins its own.
-  await p.commitTransaction(records(), offsets('30'));
-  assert.deepEqual(calls.slice(11, 14), ['tx4 send', 'tx4 offsets', 'tx4 commit']);
-  await p.close();
-  assert.deepEqual(calls.slice(14, 16), ['add-partitions out:0', 'add-offsets app']);
-  assert.deepEqual(calls.slice(16), ['tx5 abort'], 'closing aborts the one begun');
-});
-
-test('a next transaction whose partitions could not be added should be aborted, and its checkpoint begin its own', async () => {
-  const calls: string[] = [];
-  const eosManager = {
-    getTransactionalId: () => 'app-1_0',
-    getProducerId: () => 7,
-    getProducerEpoch: () => 0,
-    addPartitionsToTransaction: async () => {
-      throw new Error('UNKNOWN_SERVER_ERROR');
-    },
-  };
-  const p = new TransactionalProducer(loggingProducer(calls, { cluster: {}, eosManager }), 'app-1_0');
-  const records = new Map([['out', [{ key: null, value: Buffer.from('x'), partition: 0 }]]]);
-  const offsets = { groupId: 'app', offsets: [{ topic: 'in', partition: 0, offset: '10' }] };
-  await p.commitTransaction(records, offsets);
-  await p.commitTransaction(records, offsets);
-  assert.deepEqual(calls, [
-    'tx1 send',
-    'tx1 offsets',
-    'tx1 commit',
-    'tx2 abort',
-    'tx3 send',
-    'tx3 offsets',
-    'tx3 commit',
-  ]);
-  await p.close();
 });
 
 /**
@@ -346,31 +237,4 @@ test('a checkpoint should go out in one send unless one topic holds more than th
   for (const s of split)
     for (const t of s)
       assert.ok(t.messages.reduce((a, m) => a + 64 + m.key!.length + m.value!.length, 0) <= 512 * 1024);
-});
-
-test('with a commit interval over 5 s no next transaction should be begun ahead', async () => {
-  const calls: string[] = [];
-  const tx = () => ({
-    sendBatch: async ({ topicMessages }: any) => {
-      if (topicMessages[0].messages[TXN_INTERNALS]) calls.push('prepare');
-      else calls.push('send');
-      return [{ topicName: 'out', partition: 0, errorCode: 0, baseOffset: '7' }];
-    },
-    sendOffsets: async () => calls.push('offsets'),
-    commit: async () => calls.push('commit'),
-    abort: async () => calls.push('abort'),
-  });
-  const p = new TransactionalProducer(
-    { transaction: async () => tx(), disconnect: async () => undefined } as any,
-    'app-1_0',
-    { commitIntervalMs: 30_000 },
-  );
-  const records = new Map([['out', [{ key: null, value: Buffer.from('x'), partition: 0 }]]]);
-  const offsets = { groupId: 'app', offsets: [{ topic: 'in', partition: 0, offset: '10' }] };
-  await p.commitTransaction(records, offsets);
-  await new Promise((r) => setImmediate(r));
-  await p.commitTransaction(records, offsets);
-  await new Promise((r) => setImmediate(r));
-  assert.deepEqual(calls, ['send', 'offsets', 'commit', 'send', 'offsets', 'commit']);
-  await p.close();
 });
