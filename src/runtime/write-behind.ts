@@ -51,8 +51,11 @@ export class WriteBehind {
     return n;
   }
 
-  /** Takes one checkpoint's committed ops (newest last), each a changelog record. */
-  add(ops: readonly WriteOp[]): void {
+  /**
+   * Takes one checkpoint's committed ops (newest last), each a changelog record; `k`: the key as
+   * latin1 where the op has it (the write-back cache's dirty entries do), saving the conversion.
+   */
+  add(ops: ReadonlyArray<WriteOp & { k?: string }>): void {
     for (const op of ops) {
       let m = this.#stores.get(op.store);
       if (m === undefined) this.#stores.set(op.store, (m = new Map()));

@@ -66,8 +66,6 @@ export interface WriteOp {
   key: Buffer;
   /** `null` deletes the key. */
   value: Buffer | null;
-  /** `key` as latin1, when the writer has it (the write-back cache's checkpoint ops): not written. */
-  k?: string;
 }
 
 export interface ScanOptions {
