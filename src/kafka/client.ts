@@ -92,7 +92,12 @@ export class KafkaClient {
     const p: Producer = this.kafka.producer({
       transactionalId,
       idempotent: true,
-      maxInFlightRequests: 1,
+      // A checkpoint's requests go pipelined on the connection (producer.ts): with 1, the
+      // offsets waited for the Produce and every step cost a round trip through the event loop.
+      // Produce requests stay one at a time per broker (kafkajs's broker lock for idempotent
+      // producers, held in send-messages.ts), so sequence numbers stay in order; 5 is the
+      // most the Java client allows an idempotent producer.
+      maxInFlightRequests: 5,
       allowAutoTopicCreation: false,
       transactionTimeout: 60_000,
       createPartitioner: createKeyPartitioner(),

@@ -2,11 +2,7 @@ import './kafkajs-preload.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { CompressionTypes, type Producer, type RecordMetadata, type Transaction } from 'kafkajs';
 import { someInChain } from './error-chain.js';
-import {
-  CONCURRENT_TRANSACTIONS_ATTEMPTS,
-  ON_PARTITIONS_ADDED,
-  retryConcurrentTransactions,
-} from './send-messages.js';
+import { CONCURRENT_TRANSACTIONS_ATTEMPTS, retryConcurrentTransactions } from './send-messages.js';
 import type { OutRecord, TopicPartitionOffset } from './types.js';
 
 export type TopicRecords = ReadonlyMap<string, OutRecord[]>;
@@ -134,8 +130,7 @@ export class PlainProducer {
 
 /**
  * A transactional producer owned by one task. One checkpoint = one transaction: outputs and
- * changelog records, and the input offsets once the records' partitions are in the transaction
- * (while the last records are still produced), then commit.
+ * changelog records, and the input offsets beside them, then commit.
  */
 export class TransactionalProducer {
   readonly id: string;
@@ -189,46 +184,24 @@ export class TransactionalProducer {
     const written: WrittenOffsets = new Map();
     try {
       const sends = toSends(records);
-      const last = offsets.offsets.length > 0 ? sends.pop() : undefined;
-      for (const topicMessages of sends) {
-        const meta = await step(
-          tx.sendBatch({ topicMessages, acks: -1, compression: CompressionTypes.None }),
-        );
-        mergeMax(written, lastOffsets(meta, topicMessages));
-      }
-      if (last === undefined) {
-        if (offsets.offsets.length > 0) await step(this.#sendOffsets(tx, offsets, step));
-      } else {
-        // The last send and the offsets overlap: the offsets go as soon as the send's partitions
-        // are in the transaction (ON_PARTITIONS_ADDED, send-messages.ts), while its records are
-        // produced; the commit waits for both. Saves the Produce round trip, or the two of the
-        // offsets (AddOffsetsToTxn, TxnOffsetCommit), on the way to the commit.
-        let partitionsAdded!: () => void;
-        const added = new Promise<void>((r) => {
-          partitionsAdded = r;
-        });
-        (last[0]!.messages as OutRecord[] & { [ON_PARTITIONS_ADDED]?: () => void })[ON_PARTITIONS_ADDED] =
-          partitionsAdded;
-        const produced = step(
-          tx.sendBatch({ topicMessages: last, acks: -1, compression: CompressionTypes.None }),
-        );
-        produced.catch(() => undefined);
-        // A send that fails before its partitions are added ends the wait too (it throws below).
-        await Promise.race([
-          added,
-          produced.then(
-            () => undefined,
-            () => undefined,
-          ),
-        ]);
-        const sent = this.#sendOffsets(tx, offsets, step);
-        sent.catch(() => undefined);
-        // Both settle before an abort (none of this transaction's requests still in flight).
-        const [meta, off] = await Promise.allSettled([produced, sent]);
-        if (meta.status === 'rejected') throw meta.reason;
-        if (off.status === 'rejected') throw off.reason;
-        mergeMax(written, lastOffsets(meta.value, last));
-      }
+      // The offsets go at once, beside the records. kafkajs pipelines a connection's requests
+      // (maxInFlightRequests, client.ts) and the broker handles them in order, one at a time: the
+      // AddOffsetsToTxn follows the first AddPartitionsToTxn, and the TxnOffsetCommit the
+      // Produce, without a round trip of their own. The commit waits for both.
+      const sent = offsets.offsets.length > 0 ? this.#sendOffsets(tx, offsets, step) : Promise.resolve();
+      sent.catch(() => undefined);
+      const sending = (async () => {
+        for (const topicMessages of sends) {
+          const meta = await step(
+            tx.sendBatch({ topicMessages, acks: -1, compression: CompressionTypes.None }),
+          );
+          mergeMax(written, lastOffsets(meta, topicMessages));
+        }
+      })();
+      // Both settle before an abort (none of this transaction's requests still in flight).
+      const [produced, committed] = await Promise.allSettled([sending, sent]);
+      if (produced.status === 'rejected') throw produced.reason;
+      if (committed.status === 'rejected') throw committed.reason;
       await step(tx.commit());
       return written;
     } catch (e) {

@@ -34,16 +34,6 @@ type Grouper = (a: {
 }) => Record<number, unknown[]>;
 
 /**
- * A send's messages list may carry a callback under this key (producer.ts sets it on a
- * transaction's last send): it is called once every partition of the send is in the transaction
- * (each leader's AddPartitionsToTxn answered), while the records are still being produced. The
- * transaction's offsets can go to the coordinator from then on: an AddOffsetsToTxn that overlaps an
- * AddPartitionsToTxn of the same transaction is refused (CONCURRENT_TRANSACTIONS), one that
- * overlaps its Produce requests is not.
- */
-export const ON_PARTITIONS_ADDED = Symbol('sluice.onPartitionsAdded');
-
-/**
  * CONCURRENT_TRANSACTIONS (51): the transaction coordinator is still completing a state change of
  * this transactional id (the previous transaction's commit markers, or the last AddPartitionsToTxn,
  * being appended to its replicated log: longer on a 3-node cluster, where each append waits for
@@ -102,8 +92,6 @@ export function sendMessagesFactory(groupMessagesPerPartition: Grouper) {
       type Grouped = Array<{ topic: string; messagesPerPartition: Record<number, unknown[]> }>;
       let grouped: Grouped | undefined;
 
-      let onAdded: (() => void) | undefined;
-      for (const { messages } of topicMessages) onAdded ??= messages[ON_PARTITIONS_ADDED];
       const createProducerRequests = async () => {
         await cluster.refreshMetadataIfNecessary();
         if (grouped === undefined) {
@@ -147,13 +135,6 @@ export function sendMessagesFactory(groupMessagesPerPartition: Grouper) {
             l.push({ topic, partitions, messagesPerPartition });
           }
         }
-        // This attempt's partitions are all in the transaction once each leader's request has
-        // added its own (a retry adds only what an earlier attempt had not).
-        let adding = perLeader.size;
-        const added = () => {
-          if (--adding === 0) onAdded?.();
-        };
-        if (adding === 0) onAdded?.();
         return [...perLeader].map(async ([nodeId, forBroker]) => {
           const broker = await cluster.findBroker({ nodeId });
           await eosManager.acquireBrokerLock(broker);
@@ -166,7 +147,7 @@ export function sendMessagesFactory(groupMessagesPerPartition: Grouper) {
                 partitions: t.partitions.filter((p) => !answered.has(`${t.topic}\u0000${p}`)),
               }))
               .filter((t) => t.partitions.length > 0);
-            if (still.length === 0) return added();
+            if (still.length === 0) return;
             const topicData = createTopicData(still);
             // Retried here, not by the send's retrier: each of its tries costs a metadata refresh and
             // the client's retry backoff (200 ms and more, client.ts) on the way to the commit.
@@ -175,7 +156,6 @@ export function sendMessagesFactory(groupMessagesPerPartition: Grouper) {
                 () => eosManager.addPartitionsToTransaction(topicData),
                 ADD_PARTITIONS_ATTEMPTS,
               );
-            added();
             for (const { topic, partitions } of topicData)
               for (const entry of partitions) {
                 entry.firstSequence = eosManager.getSequence(topic, entry.partition);

@@ -126,58 +126,6 @@ test('a retry should send every partition without an answer to its current leade
   assert.deepEqual(res.map((r: any) => r.partition).sort(), [0, 1]);
 });
 
-test("a send's ON_PARTITIONS_ADDED callback runs once every leader's partitions are in the transaction (AddPartitionsToTxn answered)", async () => {
-  const { sendMessagesFactory, ON_PARTITIONS_ADDED } = await import('../../../src/kafka/send-messages.js');
-  const { groupMessagesPerPartition } = await import('../../../src/kafka/kafkajs-patch.js');
-  const w = world();
-  const calls: string[] = [];
-  const leaders: Record<number, number> = { 0: 1, 1: 2 };
-  const cluster = {
-    ...w.deps.cluster,
-    findLeaderForPartitions(_topic: string, partitions: Array<number | string>) {
-      const out: Record<number, number[]> = {};
-      for (const p of partitions.map(Number)) (out[leaders[p]!] ??= []).push(p);
-      return out;
-    },
-    async findBroker({ nodeId }: { nodeId: number | string }) {
-      return {
-        nodeId,
-        async produce({ topicData }: any) {
-          calls.push(`produce ${nodeId}`);
-          await new Promise((r) => setImmediate(r));
-          return produced(topicData);
-        },
-      };
-    },
-  };
-  const eosManager = {
-    ...w.deps.eosManager,
-    isTransactional: () => true,
-    getTransactionalId: () => 'app-0_0',
-    async addPartitionsToTransaction(topicData: any) {
-      await new Promise((r) => setImmediate(r));
-      calls.push(`added ${topicData[0].partitions.map((p: any) => p.partition).join(',')}`);
-    },
-  };
-  const send = sendMessagesFactory(groupMessagesPerPartition as any)({ ...w.deps, cluster, eosManager });
-  const messages: any = [
-    { partition: 0, value: 'a' },
-    { partition: 1, value: 'b' },
-  ];
-  messages[ON_PARTITIONS_ADDED] = () => calls.push('callback');
-  await send({ acks: -1, timeout: 1000, topicMessages: [{ topic: 't', messages }] });
-  assert.equal(calls.filter((c) => c === 'callback').length, 1);
-  const at = calls.indexOf('callback');
-  assert.deepEqual(
-    calls
-      .slice(0, at)
-      .filter((c) => c.startsWith('added'))
-      .sort(),
-    ['added 0', 'added 1'],
-  );
-  assert.equal(calls.length, 5, calls.join(' | '));
-});
-
 test('an AddPartitionsToTxn refused with CONCURRENT_TRANSACTIONS is sent again after a few ms, in place, not through the retrier', async () => {
   const { sendMessagesFactory } = await import('../../../src/kafka/send-messages.js');
   const { groupMessagesPerPartition } = await import('../../../src/kafka/kafkajs-patch.js');
