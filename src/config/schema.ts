@@ -214,7 +214,8 @@ const state = z
      * Kafka Streams writes its local checkpoint every 10,000 records under exactly-once, and its
      * RocksDB takes every put). Until then reads of those keys are served from memory (at most a
      * quarter of the task's share of `cacheMaxBytes`); after a crash they are replayed from the
-     * changelogs. 0 writes RocksDB at every checkpoint.
+     * changelogs. 0 writes RocksDB at every checkpoint. More than 2,048 keys go in batches of
+     * 2,048, one per event-loop turn (write-behind.ts).
      */
     localCheckpointRecords: z.number().int().min(0).default(100_000),
   })

@@ -1,20 +1,15 @@
-import type { Serde } from '../api/serdes.js';
-import type { SluiceConfig } from '../config/schema.js';
 import { TaskCorruptedError } from '../errors.js';
-import type { KafkaClient } from '../kafka/client.js';
 import type { WrittenOffsets } from '../kafka/producer.js';
 import type { OutRecord } from '../kafka/types.js';
-import type { Logger } from '../ops/logger.js';
-import type { WorkerMetrics } from '../ops/metrics.js';
 import {
   type ChangelogRecordView,
   type CheckpointMeta,
   encodeCheckpointMeta,
   fingerprintOf,
 } from '../state/checkpoint-meta.js';
-import type { RocksStore, RocksStoreOptions, WriteOp } from '../state/rocks-store.js';
+import type { RocksStore, WriteOp } from '../state/rocks-store.js';
 import { type Loaded, WriteBackCache } from '../state/write-back-cache.js';
-import type { GraphNode, StoreSpec } from '../topology/nodes.js';
+import type { GraphNode } from '../topology/nodes.js';
 import { readCollection } from './collection-state.js';
 import type { Collector } from './collector.js';
 import { createProcessOp } from './keyed-process.js';
@@ -23,36 +18,21 @@ import type { MutableRecordContext } from './record-context.js';
 import {
   approxSize,
   type KeyedState,
+  type StateContext,
+  type StoreInfo,
   type TaskState,
   type TimerGuard,
   type TimerSource,
 } from './task-state.js';
-import { storedMeta, WriteBehind } from './write-behind.js';
+import { FLUSH_BATCH_OPS, flushedMeta, storedMeta, WriteBehind } from './write-behind.js';
 
-/** A store of a task: its spec, its changelog topic and the serde of its values. */
-export interface StoreInfo {
-  spec: StoreSpec;
-  changelog: string;
-  serde: Serde<any>;
-}
+export type { StateContext, StoreInfo } from './task-state.js';
 
 /**
  * How often a task re-reads the size of its RocksDB folder (a readdir and a stat per file): at
  * most every 5 s, at a checkpoint, rather than at each of the ten checkpoints a second.
  */
 const STORE_SIZE_REFRESH_MS = 5000;
-
-export interface StateContext {
-  client: KafkaClient;
-  metrics: WorkerMetrics;
-  logger: Logger;
-  config: Readonly<SluiceConfig>;
-  appId: string;
-  /** Bytes of cache this task may use (the worker's bound shared out between its tasks). */
-  cacheBytes?: number;
-  /** Opens and wipes task folders: `RocksStore` (default), or the test driver's in-memory stand-in. */
-  storage?: { open(o: RocksStoreOptions): Promise<RocksStore>; destroy(dir: string): Promise<void> };
-}
 
 /**
  * A task's keyed state: RocksDB (one column family per store) behind a write-back cache of
@@ -315,19 +295,32 @@ export class RocksTaskState implements TaskState {
     if (Date.now() - this.#sizeAt >= STORE_SIZE_REFRESH_MS) this.refreshStoreSize();
   }
 
-  /** The RocksDB batch: value stores' writes wait until enough went by (write-behind.ts), others' go now. */
+  /**
+   * The RocksDB batch: value stores' writes wait until enough went by (write-behind.ts), others' go
+   * now. A flush of more than {@link FLUSH_BATCH_OPS} keys goes in steps, its last with the meta.
+   */
   #writeLocal(meta: CheckpointMeta): void {
+    const b = this.#behind;
+    if (b.failed !== undefined) throw b.failed;
     const now: WriteOp[] = [];
     const later: WriteOp[] = [];
     for (const op of this.#pendingOps) (this.#deferrable.has(op.store) ? later : now).push(op);
-    this.#behind.add(later);
-    if (this.#behind.due) {
-      for (const op of this.#behind.all()) now.push(op);
+    b.add(later);
+    if (b.due && !b.flushing && (b.maxRecords === 0 || b.size <= FLUSH_BATCH_OPS)) {
+      for (const op of b.all()) now.push(op);
       this.rocks.writeSync(now, encodeCheckpointMeta(meta));
-      this.#behind.clear();
+      b.clear();
       this.#stored = meta;
       return;
     }
+    if (b.due)
+      b.flush(FLUSH_BATCH_OPS, (ops, last) => {
+        if (!this.rocks.isOpen) return false;
+        const stored = last ? flushedMeta(this.#stored, meta, this.#deferrable) : undefined;
+        this.rocks.writeSync(ops, stored && encodeCheckpointMeta(stored));
+        if (stored) this.#stored = stored;
+        return true;
+      });
     if (this.#pendingLast.size === 0) return; // nothing went to a changelog: nothing to write
     const stored = storedMeta(this.#stored, meta, [...this.#pendingLast.keys()], this.#deferrable);
     this.rocks.writeSync(now, encodeCheckpointMeta(stored));

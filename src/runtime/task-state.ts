@@ -1,8 +1,13 @@
+import type { Serde } from '../api/serdes.js';
+import type { SluiceConfig } from '../config/schema.js';
+import type { KafkaClient } from '../kafka/client.js';
 import type { WrittenOffsets } from '../kafka/producer.js';
 import type { OutRecord } from '../kafka/types.js';
-import type { RocksStore } from '../state/rocks-store.js';
+import type { Logger } from '../ops/logger.js';
+import type { WorkerMetrics } from '../ops/metrics.js';
+import type { RocksStore, RocksStoreOptions } from '../state/rocks-store.js';
 import type { WriteBackCache } from '../state/write-back-cache.js';
-import type { GraphNode } from '../topology/nodes.js';
+import type { GraphNode, StoreSpec } from '../topology/nodes.js';
 import type { Collector } from './collector.js';
 import type { Op } from './operators.js';
 import type { MutableRecordContext } from './record-context.js';
@@ -99,4 +104,24 @@ export function approxSize(key: Buffer, v: unknown): number {
   if (v instanceof Map) return base + 96 * v.size;
   if (Array.isArray(v)) return base + 64 * v.length;
   return base + 256;
+}
+
+/** A store of a task: its spec, its changelog topic and the serde of its values. */
+export interface StoreInfo {
+  spec: StoreSpec;
+  changelog: string;
+  serde: Serde<any>;
+}
+
+/** What opening a task's state needs. */
+export interface StateContext {
+  client: KafkaClient;
+  metrics: WorkerMetrics;
+  logger: Logger;
+  config: Readonly<SluiceConfig>;
+  appId: string;
+  /** Bytes of cache this task may use (the worker's bound shared out between its tasks). */
+  cacheBytes?: number;
+  /** Opens and wipes task folders: `RocksStore` (default), or the test driver's in-memory stand-in. */
+  storage?: { open(o: RocksStoreOptions): Promise<RocksStore>; destroy(dir: string): Promise<void> };
 }
