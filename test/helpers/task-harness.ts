@@ -14,9 +14,14 @@ import { Task, type TaskDeps } from '../../src/runtime/task.js';
 /**
  * A real task of an app's first sub-topology (real operators, RocksDB state in a temporary folder,
  * empty changelogs) whose transactional producer is a fake that records what each checkpoint
- * would commit. No Kafka.
+ * would commit. No Kafka. With `written`, the fake answers with the offsets a broker would give
+ * the changelog records (from 0 per partition), so that the local checkpoint's meta entry moves.
  */
-export async function taskHarness(app: App, overrides: SluiceConfigInput = {}) {
+export async function taskHarness(
+  app: App,
+  overrides: SluiceConfigInput = {},
+  opts: { written?: boolean } = {},
+) {
   const sub = app.topology().subtopologies[0]!;
   const dir = mkdtempSync(join(tmpdir(), 'sluice-task-'));
   const config = loadConfig({
@@ -24,10 +29,21 @@ export async function taskHarness(app: App, overrides: SluiceConfigInput = {}) {
     env: {},
   });
   const commits: Array<Map<string, OutRecord[]>> = [];
+  const ends = new Map<string, bigint>();
   const producer = {
     async commitTransaction(records: Map<string, OutRecord[]>) {
       commits.push(records);
-      return new Map<string, bigint>();
+      const written = new Map<string, bigint>();
+      if (opts.written)
+        for (const [topic, list] of records)
+          for (const r of list) {
+            if (r.partition === undefined) continue;
+            const tp = `${topic}:${r.partition}`;
+            const at = ends.get(tp) ?? 0n;
+            ends.set(tp, at + 1n);
+            written.set(tp, at);
+          }
+      return written;
     },
     async close() {},
   };

@@ -3,7 +3,7 @@ import { test } from 'node:test';
 import { App, json, string, valueState } from '../../../src/index.js';
 import type { RocksTaskState } from '../../../src/runtime/rocks-task-state.js';
 import { FLUSH_BATCH_OPS, flushedMeta, WriteBehind } from '../../../src/runtime/write-behind.js';
-import type { CheckpointMeta } from '../../../src/state/checkpoint-meta.js';
+import { type CheckpointMeta, decodeCheckpointMeta } from '../../../src/state/checkpoint-meta.js';
 import type { WriteOp } from '../../../src/state/rocks-store.js';
 import { taskHarness } from '../../helpers/task-harness.js';
 
@@ -135,8 +135,9 @@ test('a task whose checkpoint leaves more keys waiting than one batch should flu
       { name: 's' },
     )
     .to('out');
-  const h = await taskHarness(a, { state: { localCheckpointRecords: 100 } });
+  const h = await taskHarness(a, { state: { localCheckpointRecords: 100 } }, { written: true });
   const st = h.task.stateStore as RocksTaskState;
+  const offset = () => decodeCheckpointMeta(st.rocks.readMeta()!).changelogOffsets['s-acc'];
   const keys = Array.from({ length: 2 * FLUSH_BATCH_OPS + 100 }, (_, i) => `k${i}`);
   h.task.process(
     'in',
@@ -147,8 +148,12 @@ test('a task whose checkpoint leaves more keys waiting than one batch should flu
   await h.checkpoint();
   const stored = () => keys.filter((k) => st.rocks.getSync('s-acc', Buffer.from(k)) !== undefined).length;
   assert.ok(stored() < keys.length, 'RocksDB does not take them all in the checkpoint');
-  // Mid-flush, with the cache emptied: every key reads its committed value.
   await new Promise((r) => setImmediate(r));
+  // Mid-flush, as a crash would leave the folder: some keys written, the meta entry at the older
+  // offset, so that a restart replays the changelog from there.
+  assert.ok(stored() > 0 && stored() < keys.length, `mid-flush: ${stored()} keys in RocksDB`);
+  assert.equal(offset(), '0', 'the meta entry keeps the offset before the flush');
+  // With the cache emptied, every key reads its committed value.
   st.resizeCache(0);
   st.resizeCache(1 << 20);
   h.task.process(
@@ -164,5 +169,10 @@ test('a task whose checkpoint leaves more keys waiting than one batch should flu
   );
   for (let i = 0; i < 10; i++) await new Promise((r) => setImmediate(r));
   assert.equal(stored(), keys.length, 'RocksDB took them all in the end');
+  assert.equal(
+    offset(),
+    String(keys.length),
+    'the last batch moved the offset to the checkpoint that began the flush',
+  );
   assert.ok(st.rocks.writes - writes >= 3, `in batches (${st.rocks.writes - writes} writes)`);
 });
