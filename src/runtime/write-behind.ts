@@ -210,12 +210,7 @@ export function storedMeta(
   stores: readonly string[],
   waiting: ReadonlySet<string>,
 ): CheckpointMeta {
-  const out: CheckpointMeta = {
-    version: 1,
-    changelogOffsets: { ...stored.changelogOffsets },
-    changelogLast: { ...stored.changelogLast },
-    writtenAt: meta.writtenAt,
-  };
+  const out = copyMeta(stored, meta.writtenAt);
   for (const store of stores) {
     const offset = meta.changelogOffsets[store];
     if (offset !== undefined && !waiting.has(store)) out.changelogOffsets[store] = offset;
@@ -235,17 +230,22 @@ export function flushedMeta(
   to: CheckpointMeta,
   waiting: ReadonlySet<string>,
 ): CheckpointMeta {
-  const out: CheckpointMeta = {
-    version: 1,
-    changelogOffsets: { ...stored.changelogOffsets },
-    changelogLast: { ...stored.changelogLast },
-    writtenAt: stored.writtenAt,
-  };
+  const out = copyMeta(stored, stored.writtenAt);
   for (const store of waiting) {
     const offset = to.changelogOffsets[store];
     if (offset !== undefined) out.changelogOffsets[store] = offset;
   }
   return out;
+}
+
+/** A copy of `stored` to change (its offsets and fingerprints), written at `writtenAt`. */
+function copyMeta(stored: CheckpointMeta, writtenAt: number): CheckpointMeta {
+  return {
+    version: 1,
+    changelogOffsets: { ...stored.changelogOffsets },
+    changelogLast: { ...stored.changelogLast },
+    writtenAt,
+  };
 }
 
 function sizeOf(k: string, v: string | null): number {

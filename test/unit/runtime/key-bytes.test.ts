@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { App, json, string, valueState } from '../../../src/index.js';
 import type { InRecord } from '../../../src/kafka/types.js';
+import { sumApp } from '../../helpers/sum-app.js';
 import { taskHarness } from '../../helpers/task-harness.js';
 
 /**
@@ -12,26 +12,8 @@ import { taskHarness } from '../../helpers/task-harness.js';
 /** The same memory, not equal contents (small Buffers share a pool). */
 const sameBytes = (x: Buffer, y: Buffer) => x.buffer === y.buffer && x.byteOffset === y.byteOffset;
 
-function app(id: string) {
-  const a = new App({ id });
-  a.keyedStream('in', { key: string(), value: json<{ n: number }>() })
-    .process(
-      {
-        state: { acc: valueState<number>() },
-        onRecord(v, ctx) {
-          const sum = (ctx.state.acc.get() ?? 0) + v.n;
-          ctx.state.acc.set(sum);
-          ctx.emit({ sum });
-        },
-      },
-      { name: 'p' },
-    )
-    .to('out', { key: string(), value: json() });
-  return a;
-}
-
 test('a text key read from Kafka should reach the state and the sink as the bytes read, unless they start with a BOM', async () => {
-  const h = await taskHarness(app('unit-key-bytes'));
+  const h = await taskHarness(sumApp('unit-key-bytes'));
   const a = h.rec('user-1', { n: 1 }, 1);
   const bom: InRecord = { ...h.rec('x', { n: 2 }, 1), key: Buffer.from([0xef, 0xbb, 0xbf, 0x75]) };
   const again = h.rec('user-1', { n: 3 }, 1);

@@ -1,10 +1,10 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { App, json, string, valueState } from '../../../src/index.js';
 import type { RocksTaskState } from '../../../src/runtime/rocks-task-state.js';
 import { FLUSH_BATCH_OPS, flushedMeta, WriteBehind } from '../../../src/runtime/write-behind.js';
 import { type CheckpointMeta, decodeCheckpointMeta } from '../../../src/state/checkpoint-meta.js';
 import type { WriteOp } from '../../../src/state/rocks-store.js';
+import { sumApp } from '../../helpers/sum-app.js';
 import { taskHarness } from '../../helpers/task-harness.js';
 
 const turn = () => new Promise<void>((r) => setImmediate(r));
@@ -121,21 +121,11 @@ test("a flush's meta entry should take the waiting stores' offsets of the checkp
 });
 
 test('a task whose checkpoint leaves more keys waiting than one batch should flush them over several turns, reading right throughout', async () => {
-  const a = new App({ id: 'unit-wb-steps' });
-  a.keyedStream('in', { key: string(), value: json<{ n: number }>() })
-    .process(
-      {
-        state: { acc: valueState<number>() },
-        onRecord(v, ctx) {
-          const sum = (ctx.state.acc.get() ?? 0) + v.n;
-          ctx.state.acc.set(sum);
-          ctx.emit({ sum });
-        },
-      },
-      { name: 's' },
-    )
-    .to('out');
-  const h = await taskHarness(a, { state: { localCheckpointRecords: 100 } }, { written: true });
+  const h = await taskHarness(
+    sumApp('unit-wb-steps', 's'),
+    { state: { localCheckpointRecords: 100 } },
+    { written: true },
+  );
   const st = h.task.stateStore as RocksTaskState;
   const offset = () => decodeCheckpointMeta(st.rocks.readMeta()!).changelogOffsets['s-acc'];
   const keys = Array.from({ length: 2 * FLUSH_BATCH_OPS + 100 }, (_, i) => `k${i}`);
