@@ -176,12 +176,8 @@ export class WriteBehind {
   #restore(taken: Map<string, Map<string, string | null>>): void {
     this.#flushing = undefined;
     for (const [store, f] of taken) {
-      const m = this.#stores.get(store);
-      if (m === undefined) {
-        this.#stores.set(store, f);
-        for (const [k, v] of f) this.#bytes += sizeOf(k, v);
-        continue;
-      }
+      let m = this.#stores.get(store);
+      if (m === undefined) this.#stores.set(store, (m = new Map()));
       for (const [k, v] of f)
         if (!m.has(k)) {
           m.set(k, v);
