@@ -75,3 +75,37 @@ function patchSend(): boolean {
 }
 
 export const kafkajsSendPatched = patchSend();
+
+/** Each kafkajs producer → its cluster (kafkajs keeps it private; producer.ts needs its coordinators). */
+const producerClusters = new WeakMap<object, object>();
+
+/** The cluster of a producer made after {@link kafkajsProducerPatched} installed. */
+export function producerCluster(producer: object): object | undefined {
+  return producerClusters.get(producer);
+}
+
+/**
+ * Wraps kafkajs's `createProducer` (before kafkajs's index loads it) to remember each producer's
+ * cluster: a transaction begun ahead of its checkpoint (TransactionalProducer.begin) sends
+ * AddPartitionsToTxn and AddOffsetsToTxn, and later TxnOffsetCommit, through it.
+ */
+function patchProducer(): boolean {
+  const target = require.resolve('kafkajs/src/producer/index.js');
+  const user = require.resolve('kafkajs/src/index.js');
+  if (require.cache[user] !== undefined) return require.cache[target]?.exports?.sluicePatched === true;
+  const original = require(target) as (opts: { cluster: object }) => object;
+  const mod = require.cache[target];
+  if (mod === undefined) return false;
+  const replacement = Object.assign(
+    (opts: { cluster: object }) => {
+      const producer = original(opts);
+      producerClusters.set(producer, opts.cluster);
+      return producer;
+    },
+    { sluicePatched: true },
+  );
+  mod.exports = replacement;
+  return true;
+}
+
+export const kafkajsProducerPatched = patchProducer();

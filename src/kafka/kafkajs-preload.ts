@@ -12,7 +12,7 @@ import { createRequire } from 'node:module';
 import { SluiceError } from '../errors.js';
 import { abortedFilterInstalled } from './aborted-filter.js';
 import { batchFilterPatched, fetchDecoderPatched } from './fetch-decoder.js';
-import { kafkajsGroupingPatched, kafkajsSendPatched } from './kafkajs-patch.js';
+import { kafkajsGroupingPatched, kafkajsProducerPatched, kafkajsSendPatched } from './kafkajs-patch.js';
 import { staticMembershipInstalled, staticMembershipProblem } from './kafkajs-static.js';
 import { produceEncoderPatched } from './produce-encoder.js';
 
@@ -42,6 +42,7 @@ export function kafkajsPatchStatus(): KafkajsPatchStatus {
     patches: {
       'producer grouping (kafkajs-patch.ts)': kafkajsGroupingPatched,
       'per-partition send retries (send-messages.ts)': kafkajsSendPatched,
+      'producer clusters, for transactions begun ahead (kafkajs-patch.ts)': kafkajsProducerPatched,
       'produce request encoder (produce-encoder.ts)': produceEncoderPatched,
       'read_committed aborted filter (aborted-filter.ts)': abortedFilterInstalled,
       'record batch decoder (fetch-decoder.ts)': fetchDecoderPatched,

@@ -2,7 +2,12 @@ import './kafkajs-preload.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { CompressionTypes, type Producer, type RecordMetadata, type Transaction } from 'kafkajs';
 import { someInChain } from './error-chain.js';
-import { CONCURRENT_TRANSACTIONS_ATTEMPTS, retryConcurrentTransactions } from './send-messages.js';
+import { producerCluster } from './kafkajs-patch.js';
+import {
+  CONCURRENT_TRANSACTIONS_ATTEMPTS,
+  retryConcurrentTransactions,
+  transactionalManagerOf,
+} from './send-messages.js';
 import type { OutRecord, TopicPartitionOffset } from './types.js';
 
 export type TopicRecords = ReadonlyMap<string, OutRecord[]>;
@@ -162,12 +167,81 @@ export class TransactionalProducer {
 
   /** Rejects the transaction in flight at once (set while one is). */
   #abandon: ((e: Error) => void) | undefined;
+  /** The next transaction, begun ahead of its checkpoint ({@link begin}). */
+  #ahead: Ahead | undefined;
+  /** What the last committed transaction wrote to: the partitions and the offsets' group. */
+  #last: Participants | undefined;
+  #closed = false;
+  /** From the start of {@link commitTransaction} to its end (`#tx` is set only once it has one). */
+  #committing = false;
+
+  /**
+   * Begins the next transaction now, ahead of the checkpoint that will commit it: AddPartitionsToTxn
+   * for the partitions the last transaction wrote to and AddOffsetsToTxn for its group, pipelined.
+   * A checkpoint is then its Produce with its TxnOffsetCommit, and EndTxn: two steps on the way to
+   * the commit instead of three (issue 19), each a round trip and a wait for the event loop. The
+   * Java producer likewise adds a partition to the transaction as soon as a record for it is
+   * queued, long before the commit.
+   *
+   * The task calls this when it has processed records, so a checkpoint follows within the commit
+   * interval: a transaction begun while idle would stay open until the coordinator aborts it
+   * after its timeout (60 s), fencing this producer. A partition of the checkpoint that was not
+   * added here is added by the send as before; one added here and not written to gets a marker
+   * and nothing else. Not before the first commit (nothing to add yet), not while a checkpoint is
+   * in flight (one transaction at a time), not after {@link close}.
+   */
+  begin(): void {
+    if (this.#ahead !== undefined || this.#committing || this.#closed || this.#last === undefined) return;
+    const cluster: Any = producerCluster(this.#p);
+    const eos: Any = cluster === undefined ? undefined : transactionalManagerOf(cluster);
+    if (eos === undefined) return;
+    const last = this.#last;
+    const ready = (async () => {
+      const tx = await this.#p.transaction();
+      const added: Array<Promise<unknown>> = [
+        retryConcurrentTransactions(
+          () => eos.addPartitionsToTransaction(last.topics),
+          CONCURRENT_TRANSACTIONS_ATTEMPTS,
+        ),
+      ];
+      if (last.groupId !== undefined) {
+        const groupId = last.groupId;
+        added.push(
+          retryConcurrentTransactions(async () => {
+            const coordinator = await cluster.findGroupCoordinator({
+              groupId: this.id,
+              coordinatorType: TRANSACTION_COORDINATOR,
+            });
+            await coordinator.addOffsetsToTxn({
+              transactionalId: this.id,
+              producerId: eos.getProducerId(),
+              producerEpoch: eos.getProducerEpoch(),
+              groupId,
+            });
+          }, CONCURRENT_TRANSACTIONS_ATTEMPTS),
+        );
+      }
+      // Both settle before the checkpoint goes on (none of its requests still in flight).
+      const settled = await Promise.allSettled(added);
+      const failed = settled.find((r) => r.status === 'rejected');
+      if (failed) throw (failed as PromiseRejectedResult).reason;
+      return tx;
+    })();
+    // A checkpoint awaits it and meets its error; until then (or without one) it is not unhandled.
+    ready.catch(() => undefined);
+    this.#ahead = { ready, cluster, eos, groupId: last.groupId };
+  }
+
+  /** True while a transaction begun ahead waits for its checkpoint. */
+  get begun(): boolean {
+    return this.#ahead !== undefined;
+  }
 
   /**
    * Sends records and offsets in one transaction and commits it. Throws if anything fails, and
    * at once when {@link close} is called meanwhile: kafkajs retries some errors for a long time
    * (AddPartitionsToTxn for a deleted topic: UNKNOWN_TOPIC_OR_PARTITION), and a task resetting or
-   * closing must not wait for that.
+   * closing must not wait for that. The transaction is the one {@link begin} started, if any.
    */
   async commitTransaction(
     records: TopicRecords,
@@ -179,16 +253,36 @@ export class TransactionalProducer {
     // Only a race below rejects through it; a transaction that ends first leaves it pending.
     abandoned.catch(() => undefined);
     const step = <T>(p: Promise<T>): Promise<T> => Promise.race([p, abandoned]);
-    const tx = await step(this.#p.transaction());
+    const ahead = this.#ahead;
+    this.#ahead = undefined;
+    this.#committing = true;
+    // A transaction begun ahead that failed leaves kafkajs mid-transaction: the caller throws this
+    // producer away, as after any failed checkpoint.
+    let tx: Transaction;
+    try {
+      tx = await step(ahead ? ahead.ready : this.#p.transaction());
+    } catch (e) {
+      this.#committing = false;
+      this.#abandon = undefined;
+      throw e;
+    }
     this.#tx = tx;
     const written: WrittenOffsets = new Map();
+    /** The partitions the sends wrote to, from the broker's answers (outputs carry no partition). */
+    const wrote: RecordMetadata[] = [];
     try {
       const sends = toSends(records);
       // The offsets go at once, beside the records. kafkajs pipelines a connection's requests
       // (maxInFlightRequests, client.ts) and the broker handles them in order, one at a time: the
       // AddOffsetsToTxn follows the first AddPartitionsToTxn, and the TxnOffsetCommit the
-      // Produce, without a round trip of their own. The commit waits for both.
-      const sent = offsets.offsets.length > 0 ? this.#sendOffsets(tx, offsets, step) : Promise.resolve();
+      // Produce, without a round trip of their own. The commit waits for both. In a transaction
+      // begun ahead, both Add requests are answered already.
+      const sent =
+        offsets.offsets.length === 0
+          ? Promise.resolve()
+          : ahead?.groupId === offsets.groupId
+            ? this.#commitOffsets(ahead, tx, offsets, step)
+            : this.#sendOffsets(tx, offsets, step);
       sent.catch(() => undefined);
       const sending = (async () => {
         for (const topicMessages of sends) {
@@ -196,6 +290,7 @@ export class TransactionalProducer {
             tx.sendBatch({ topicMessages, acks: -1, compression: CompressionTypes.None }),
           );
           mergeMax(written, lastOffsets(meta, topicMessages));
+          for (const m of meta) wrote.push(m);
         }
       })();
       // Both settle before an abort (none of this transaction's requests still in flight).
@@ -203,8 +298,10 @@ export class TransactionalProducer {
       if (produced.status === 'rejected') throw produced.reason;
       if (committed.status === 'rejected') throw committed.reason;
       await step(tx.commit());
+      this.#last = participants(wrote, offsets);
       return written;
     } catch (e) {
+      this.#last = undefined; // nothing more begins on a producer the caller throws away
       const gaveUp = this.#abandon === undefined;
       // The caller throws this producer away either way (a failed abort can leave kafkajs stuck
       // in ABORTING, kafkajs #469/#1355); try to abort so the next owner need not wait it out.
@@ -215,6 +312,37 @@ export class TransactionalProducer {
     } finally {
       this.#tx = undefined;
       this.#abandon = undefined;
+      this.#committing = false;
+    }
+  }
+
+  /**
+   * TxnOffsetCommit alone, in a transaction begun ahead (its AddOffsetsToTxn answered). A refusal
+   * other than a fence (a coordinator that moved or is loading) goes the whole way again through
+   * kafkajs, which finds the coordinator and retries.
+   */
+  async #commitOffsets(
+    ahead: Ahead,
+    tx: Transaction,
+    offsets: { groupId: string; offsets: readonly TopicPartitionOffset[] },
+    step: <T>(p: Promise<T>) => Promise<T>,
+  ): Promise<void> {
+    try {
+      const coordinator: Any = await step(
+        ahead.cluster.findGroupCoordinator({ groupId: offsets.groupId, coordinatorType: GROUP_COORDINATOR }),
+      );
+      await step(
+        coordinator.txnOffsetCommit({
+          transactionalId: this.id,
+          groupId: offsets.groupId,
+          producerId: ahead.eos.getProducerId(),
+          producerEpoch: ahead.eos.getProducerEpoch(),
+          topics: offsetTopics(offsets.offsets),
+        }),
+      );
+    } catch (e) {
+      if (isFencedError(e) || this.#abandon === undefined) throw e;
+      await this.#sendOffsets(tx, offsets, step);
     }
   }
 
@@ -224,13 +352,7 @@ export class TransactionalProducer {
     offsets: { groupId: string; offsets: readonly TopicPartitionOffset[] },
     step: <T>(p: Promise<T>) => Promise<T>,
   ): Promise<void> {
-    const byTopic = new Map<string, Array<{ partition: number; offset: string; metadata?: string | null }>>();
-    for (const o of offsets.offsets) {
-      let l = byTopic.get(o.topic);
-      if (!l) byTopic.set(o.topic, (l = []));
-      l.push({ partition: o.partition, offset: o.offset, metadata: o.metadata ?? null });
-    }
-    const topics = [...byTopic].map(([topic, partitions]) => ({ topic, partitions }));
+    const topics = offsetTopics(offsets.offsets);
     // kafkajs's sendOffsets throws on CONCURRENT_TRANSACTIONS (AddOffsetsToTxn): that failed the
     // checkpoint and reset the task.
     await retryConcurrentTransactions(
@@ -244,11 +366,81 @@ export class TransactionalProducer {
     return this.#tx !== undefined;
   }
 
-  /** Disconnects; a transaction in flight fails at once (see {@link commitTransaction}). */
+  /**
+   * Disconnects; a transaction in flight fails at once (see {@link commitTransaction}). One begun
+   * ahead is aborted if it can be at once; else the next owner's fence aborts it.
+   */
   async close(): Promise<void> {
+    this.#closed = true;
+    const ahead = this.#ahead;
+    this.#ahead = undefined;
+    // Bounded: its Add requests may be retrying (CONCURRENT_TRANSACTIONS) for seconds.
+    if (ahead)
+      await Promise.race([
+        ahead.ready.then((tx) => tx.abort()).catch(() => undefined),
+        sleep(1000, undefined, { ref: false }),
+      ]);
     const abandon = this.#abandon;
     this.#abandon = undefined;
     abandon?.(new Error(`transactional producer ${this.id} closed while its transaction was in flight`));
     await this.#p.disconnect().catch(() => undefined);
   }
+}
+
+/** kafkajs's coordinator types (protocol/coordinatorTypes.js). */
+const GROUP_COORDINATOR = 0;
+const TRANSACTION_COORDINATOR = 1;
+
+// kafkajs's internals, as far as a transaction begun ahead uses them (send-messages.ts records them).
+type Any = any;
+
+/** A transaction begun ahead of its checkpoint (TransactionalProducer.begin). */
+interface Ahead {
+  /** The transaction, once its partitions and group are added. */
+  ready: Promise<Transaction>;
+  /** The producer's kafkajs cluster and transactional manager. */
+  cluster: Any;
+  eos: Any;
+  /** The group whose offsets it was opened for (AddOffsetsToTxn sent), if any. */
+  groupId: string | undefined;
+}
+
+/** What a committed transaction wrote to, in kafkajs's AddPartitionsToTxn form. */
+interface Participants {
+  topics: Array<{ topic: string; partitions: Array<{ partition: number }> }>;
+  groupId: string | undefined;
+}
+
+function participants(
+  wrote: readonly RecordMetadata[],
+  offsets: { groupId: string; offsets: readonly TopicPartitionOffset[] },
+): Participants | undefined {
+  const byTopic = new Map<string, Array<{ partition: number }>>();
+  for (const m of wrote) {
+    let l = byTopic.get(m.topicName);
+    if (!l) byTopic.set(m.topicName, (l = []));
+    if (!l.some((x) => x.partition === m.partition)) l.push({ partition: m.partition });
+  }
+  // Without a partition the transaction would not count as begun for kafkajs (no EndTxn).
+  if (byTopic.size === 0) return undefined;
+  return {
+    topics: [...byTopic].map(([topic, partitions]) => ({ topic, partitions })),
+    groupId: offsets.offsets.length > 0 ? offsets.groupId : undefined,
+  };
+}
+
+/** Offsets in kafkajs's per-topic form (TxnOffsetCommit, sendOffsets). */
+function offsetTopics(
+  offsets: readonly TopicPartitionOffset[],
+): Array<{
+  topic: string;
+  partitions: Array<{ partition: number; offset: string; metadata: string | null }>;
+}> {
+  const byTopic = new Map<string, Array<{ partition: number; offset: string; metadata: string | null }>>();
+  for (const o of offsets) {
+    let l = byTopic.get(o.topic);
+    if (!l) byTopic.set(o.topic, (l = []));
+    l.push({ partition: o.partition, offset: o.offset, metadata: o.metadata ?? null });
+  }
+  return [...byTopic].map(([topic, partitions]) => ({ topic, partitions }));
 }

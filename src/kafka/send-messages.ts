@@ -76,6 +76,18 @@ export async function retryConcurrentTransactions<T>(
   }
 }
 
+/**
+ * Each producer's cluster → its transactional manager (kafkajs's `eosManager` of transactions:
+ * producer id, epoch, the partitions added to the transaction in flight), recorded when a
+ * transaction makes its message producer, for the transaction begun ahead (producer.ts).
+ */
+const transactionalManagers = new WeakMap<object, Any>();
+
+/** The transactional manager of the producer whose cluster this is, once it began a transaction. */
+export function transactionalManagerOf(cluster: object): Any | undefined {
+  return transactionalManagers.get(cluster);
+}
+
 export function sendMessagesFactory(groupMessagesPerPartition: Grouper) {
   const { KafkaJSMetadataNotLoaded } = require('kafkajs/src/errors.js');
   const { staleMetadata } = require('kafkajs/src/protocol/error.js');
@@ -86,6 +98,7 @@ export function sendMessagesFactory(groupMessagesPerPartition: Grouper) {
     // Called once per producer, with its own cluster: its transactional requests find their
     // coordinators without a FindCoordinator round trip each (coordinator-cache.ts).
     cacheCoordinators(cluster);
+    if (eosManager?.isTransactional?.() === true) transactionalManagers.set(cluster, eosManager);
     return async ({ acks, timeout, compression, topicMessages }: Any) => {
       /** `topic\0partition` → that partition's answer (an empty list under acks 0). */
       const answered = new Map<string, unknown[]>();

@@ -152,7 +152,6 @@ export class Task {
 
   /** Changelog records to replay, set by the state restore (for /status); undefined: no state. */
   restoreProgress: { total: number; remaining: number } | undefined;
-
   /** Next offset to process per input topic (for /status); null before the first assignment. */
   positions(): Record<string, string | null> {
     return this.#progress.positions(this.sub.sourceTopics);
@@ -264,6 +263,7 @@ export class Task {
     if (this.#state !== 'running') return 0;
     const n = this.#loop.process(this.#ops, topic, records, resolveOffset);
     this.#afterBatch(); // the record cache's eviction; at-least-once: the outputs go now
+    if (n > 0) this.#producer?.begin(); // exactly-once: their checkpoint's transaction
     return n;
   }
 

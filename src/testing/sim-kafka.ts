@@ -209,6 +209,9 @@ export class SimTransactionalProducer {
 
   async fence(): Promise<void> {}
 
+  /** Nothing to begin ahead: a simulated commit is one step. */
+  begin(): void {}
+
   async commitTransaction(
     records: TopicRecords,
     offsets: { groupId: string; offsets: readonly TopicPartitionOffset[] },

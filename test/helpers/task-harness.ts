@@ -31,6 +31,7 @@ export async function taskHarness(
   const commits: Array<Map<string, OutRecord[]>> = [];
   const ends = new Map<string, bigint>();
   const producer = {
+    begin() {},
     async commitTransaction(records: Map<string, OutRecord[]>) {
       commits.push(records);
       const written = new Map<string, bigint>();

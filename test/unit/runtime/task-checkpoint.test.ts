@@ -16,7 +16,11 @@ test('a checkpoint should keep the offsets and records processed while it was in
   const sub = ordersJoinUsers('unit-task');
   const commits: Array<{ records: number; offsets: Array<{ topic: string; offset: string }> }> = [];
   let release: (e?: Error) => void = () => undefined;
+  let begins = 0;
   const producer = {
+    begin() {
+      begins++;
+    },
     async commitTransaction(
       records: Map<string, unknown[]>,
       o: { offsets: Array<{ topic: string; offset: string }> },
@@ -60,6 +64,9 @@ test('a checkpoint should keep the offsets and records processed while it was in
     timestamp: '1000',
   });
   task.process('orders', [rec(0, 'a', { n: 1 }), rec(1, 'a', { n: 2 })], () => undefined);
+  assert.equal(begins, 1, 'records processed: their transaction may begin (the producer decides)');
+  task.process('orders', [], () => undefined);
+  assert.equal(begins, 1, 'an empty batch begins nothing');
   const first = task.checkpoint();
   // The table's batch arrives while the first checkpoint waits for its commit.
   task.process('users', [rec(0, 'a', { name: 'Ann' })], () => undefined);

@@ -38,6 +38,7 @@ function manager(
       fences.push(Date.now());
       await opts.fence?.();
       return {
+        begin() {},
         async commitTransaction(_records: unknown, o: { offsets: ReadonlyArray<{ offset: string }> }) {
           await opts.commit?.(o.offsets);
           return new Map();
