@@ -2,10 +2,10 @@
  * How many records of a fetched batch a task processes before the event loop runs again
  * (TaskManager.processBatch). A slice lasts about {@link SLICE_MS}: a checkpoint's next request
  * waits on the loop behind the slices running when its answer arrives, one per task processing,
- * and a checkpoint is three such waits in a row (AddPartitionsToTxn with AddOffsetsToTxn, Produce
- * with TxnOffsetCommit, EndTxn; producer.ts pipelines each pair). Slices of a fixed 1000 records
- * took 10–20 ms each on the running sum, so four tasks' slices held an answer up to 80 ms (the
- * latency bench's event-loop delay, issue 19). The count follows the task's cost per record,
+ * and a checkpoint is two such waits in a row (Produce with TxnOffsetCommit, then EndTxn; its Add
+ * requests went while its records were processed, TransactionalProducer.begin). Slices of a
+ * fixed 1000 records took 10–20 ms each on the running sum, so four tasks' slices held an answer
+ * up to 80 ms (the latency bench's event-loop delay, issue 19). The count follows the task's cost per record,
  * measured on its last slices: cheap records go 1000 at a time, an expensive operator (a join, a
  * window with many timers) a few at a time.
  */
