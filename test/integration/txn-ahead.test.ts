@@ -17,6 +17,7 @@ import {
   eventually,
   testKafka,
   uniqueName,
+  withAdmin,
 } from '../helpers/kafka.js';
 
 interface Made {
@@ -129,10 +130,7 @@ test('a transaction begun ahead commits with only Produce, TxnOffsetCommit and E
     ['0:1', '0:2', '0:3', '1:3'],
     'every changelog record committed exactly once, the new partition too',
   );
-  const admin = testKafka().admin();
-  await admin.connect();
-  t.after(() => admin.disconnect());
-  const committed = await admin.fetchOffsets({ groupId: group, topics: [input] });
+  const committed = await withAdmin((a) => a.fetchOffsets({ groupId: group, topics: [input] }));
   assert.equal(committed[0]?.partitions[0]?.offset, '9', 'the offsets of the last transaction are committed');
 });
 
