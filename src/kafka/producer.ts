@@ -430,9 +430,7 @@ function participants(
 }
 
 /** Offsets in kafkajs's per-topic form (TxnOffsetCommit, sendOffsets). */
-function offsetTopics(
-  offsets: readonly TopicPartitionOffset[],
-): Array<{
+function offsetTopics(offsets: readonly TopicPartitionOffset[]): Array<{
   topic: string;
   partitions: Array<{ partition: number; offset: string; metadata: string | null }>;
 }> {
