@@ -103,7 +103,9 @@ export async function openChromium(opts: { width?: number; height?: number } = {
       ws.close();
       child.kill('SIGTERM');
       await new Promise((r) => (child.exitCode !== null ? r(undefined) : child.once('exit', r)));
-      rmSync(profile, { recursive: true, force: true });
+      // Its helper processes can still be writing to the profile when the browser has exited
+      // (seen once in CI: ENOTEMPTY); rmSync retries that.
+      rmSync(profile, { recursive: true, force: true, maxRetries: 10, retryDelay: 100 });
     },
   };
 }
