@@ -8,7 +8,7 @@ import { assertKafkajsPatched } from './kafkajs-preload.js';
 import { kafkaLogCreator, kafkaLogLevelFor } from './log-bridge.js';
 import { PartitionReader } from './partition-reader.js';
 import { createKeyPartitioner } from './partitioner.js';
-import { PlainProducer, TransactionalProducer } from './producer.js';
+import { PlainProducer, TRANSACTION_TIMEOUT_MS, TransactionalProducer } from './producer.js';
 import { asAuthError, securityOptions, tlsPreflight } from './security.js';
 import type { KafkaSettings } from './types.js';
 
@@ -99,7 +99,7 @@ export class KafkaClient {
       // most the Java client allows an idempotent producer.
       maxInFlightRequests: 5,
       allowAutoTopicCreation: false,
-      transactionTimeout: 60_000,
+      transactionTimeout: TRANSACTION_TIMEOUT_MS,
       createPartitioner: createKeyPartitioner(),
     });
     await p.connect();

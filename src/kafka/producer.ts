@@ -184,52 +184,71 @@ export class TransactionalProducer {
    * queued, long before the commit.
    *
    * The task calls this when it has processed records, so a checkpoint follows within the commit
-   * interval: a transaction begun while idle would stay open until the coordinator aborts it
-   * after its timeout (60 s), fencing this producer. A partition of the checkpoint that was not
-   * added here is added by the send as before; one added here and not written to gets a marker
-   * and nothing else. Not before the first commit (nothing to add yet), not while a checkpoint is
-   * in flight (one transaction at a time), not after {@link close}.
+   * interval (`commitIntervalMs`). The coordinator aborts a transaction open longer than
+   * {@link TRANSACTION_TIMEOUT_MS}, which fences this producer, so nothing begins ahead when the
+   * interval is over a third of that. A partition of the checkpoint that was not added here is
+   * added by the send as before; one added here and not written to gets a marker and nothing
+   * else. An Add request that fails other than by a fence leaves the checkpoint to send it again
+   * (the old way). Not before the first commit (nothing to add yet), not while a checkpoint is in
+   * flight (one transaction at a time), not after {@link close}.
    */
-  begin(): void {
+  begin(commitIntervalMs: number): void {
     if (this.#ahead !== undefined || this.#committing || this.#closed || this.#last === undefined) return;
+    if (commitIntervalMs > TRANSACTION_TIMEOUT_MS / 3) return;
     const cluster: Any = producerCluster(this.#p);
     const eos: Any = cluster === undefined ? undefined : transactionalManagerOf(cluster);
     if (eos === undefined) return;
     const last = this.#last;
-    const ready = (async () => {
+    // A closed producer stops retrying (its cluster is disconnected).
+    const wait = (ms: number) =>
+      this.#closed ? Promise.reject(new Error(`producer ${this.id} closed`)) : sleep(ms);
+    const ready = (async (): Promise<Begun> => {
       const tx = await this.#p.transaction();
       const added: Array<Promise<unknown>> = [
         retryConcurrentTransactions(
           () => eos.addPartitionsToTransaction(last.topics),
           CONCURRENT_TRANSACTIONS_ATTEMPTS,
+          wait,
         ),
       ];
       if (last.groupId !== undefined) {
         const groupId = last.groupId;
         added.push(
-          retryConcurrentTransactions(async () => {
-            const coordinator = await cluster.findGroupCoordinator({
-              groupId: this.id,
-              coordinatorType: TRANSACTION_COORDINATOR,
-            });
-            await coordinator.addOffsetsToTxn({
-              transactionalId: this.id,
-              producerId: eos.getProducerId(),
-              producerEpoch: eos.getProducerEpoch(),
-              groupId,
-            });
-          }, CONCURRENT_TRANSACTIONS_ATTEMPTS),
+          retryConcurrentTransactions(
+            async () => {
+              const coordinator = await cluster.findGroupCoordinator({
+                groupId: this.id,
+                coordinatorType: TRANSACTION_COORDINATOR,
+              });
+              await coordinator.addOffsetsToTxn({
+                transactionalId: this.id,
+                producerId: eos.getProducerId(),
+                producerEpoch: eos.getProducerEpoch(),
+                groupId,
+              });
+            },
+            CONCURRENT_TRANSACTIONS_ATTEMPTS,
+            wait,
+          ),
         );
       }
       // Both settle before the checkpoint goes on (none of its requests still in flight).
       const settled = await Promise.allSettled(added);
-      const failed = settled.find((r) => r.status === 'rejected');
-      if (failed) throw (failed as PromiseRejectedResult).reason;
-      return tx;
+      const failed = settled.find((r) => r.status === 'rejected') as PromiseRejectedResult | undefined;
+      if (failed === undefined) return { tx, offsets: last.groupId };
+      // A fence fails the checkpoint. Anything else (a timeout, a lost connection) is left to it:
+      // kafkajs marked what was answered, the send adds the rest and the offsets go the old way.
+      if (isFencedError(failed.reason)) throw failed.reason;
+      return { tx, offsets: undefined };
     })();
     // A checkpoint awaits it and meets its error; until then (or without one) it is not unhandled.
     ready.catch(() => undefined);
-    this.#ahead = { ready, cluster, eos, groupId: last.groupId };
+    this.#ahead = { ready, cluster, eos };
+  }
+
+  /** Settles once a transaction begun ahead has its Add requests answered (for tests). */
+  async whenBegun(): Promise<void> {
+    await this.#ahead?.ready.catch(() => undefined);
   }
 
   /** True while a transaction begun ahead waits for its checkpoint. */
@@ -259,11 +278,15 @@ export class TransactionalProducer {
     // A transaction begun ahead that failed leaves kafkajs mid-transaction: the caller throws this
     // producer away, as after any failed checkpoint.
     let tx: Transaction;
+    /** The group whose AddOffsetsToTxn the transaction begun ahead had answered. */
+    let offsetsAdded: string | undefined;
     try {
-      tx = await step(ahead ? ahead.ready : this.#p.transaction());
+      if (ahead) ({ tx, offsets: offsetsAdded } = await step(ahead.ready));
+      else tx = await step(this.#p.transaction());
     } catch (e) {
       this.#committing = false;
       this.#abandon = undefined;
+      this.#last = undefined; // nothing more begins on a producer the caller throws away
       throw e;
     }
     this.#tx = tx;
@@ -280,7 +303,7 @@ export class TransactionalProducer {
       const sent =
         offsets.offsets.length === 0
           ? Promise.resolve()
-          : ahead?.groupId === offsets.groupId
+          : ahead !== undefined && offsetsAdded === offsets.groupId
             ? this.#commitOffsets(ahead, tx, offsets, step)
             : this.#sendOffsets(tx, offsets, step);
       sent.catch(() => undefined);
@@ -375,17 +398,26 @@ export class TransactionalProducer {
     const ahead = this.#ahead;
     this.#ahead = undefined;
     // Bounded: its Add requests may be retrying (CONCURRENT_TRANSACTIONS) for seconds.
-    if (ahead)
+    if (ahead) {
+      let late = false;
       await Promise.race([
-        ahead.ready.then((tx) => tx.abort()).catch(() => undefined),
+        ahead.ready.then(({ tx }) => (late ? undefined : tx.abort())).catch(() => undefined),
         sleep(1000, undefined, { ref: false }),
       ]);
+      late = true;
+    }
     const abandon = this.#abandon;
     this.#abandon = undefined;
     abandon?.(new Error(`transactional producer ${this.id} closed while its transaction was in flight`));
     await this.#p.disconnect().catch(() => undefined);
   }
 }
+
+/**
+ * How long the transaction coordinator lets a transaction stay open before it aborts it and bumps
+ * the producer's epoch (the producer's `transaction.timeout.ms`; Kafka Streams sets 10 s).
+ */
+export const TRANSACTION_TIMEOUT_MS = 60_000;
 
 /** kafkajs's coordinator types (protocol/coordinatorTypes.js). */
 const GROUP_COORDINATOR = 0;
@@ -396,13 +428,17 @@ type Any = any;
 
 /** A transaction begun ahead of its checkpoint (TransactionalProducer.begin). */
 interface Ahead {
-  /** The transaction, once its partitions and group are added. */
-  ready: Promise<Transaction>;
+  /** The transaction, once its Add requests are answered. */
+  ready: Promise<Begun>;
   /** The producer's kafkajs cluster and transactional manager. */
   cluster: Any;
   eos: Any;
-  /** The group whose offsets it was opened for (AddOffsetsToTxn sent), if any. */
-  groupId: string | undefined;
+}
+
+interface Begun {
+  tx: Transaction;
+  /** The group whose AddOffsetsToTxn was answered, if any. */
+  offsets: string | undefined;
 }
 
 /** What a committed transaction wrote to, in kafkajs's AddPartitionsToTxn form. */

@@ -263,7 +263,7 @@ export class Task {
     if (this.#state !== 'running') return 0;
     const n = this.#loop.process(this.#ops, topic, records, resolveOffset);
     this.#afterBatch(); // the record cache's eviction; at-least-once: the outputs go now
-    if (n > 0) this.#producer?.begin(); // exactly-once: their checkpoint's transaction
+    if (n > 0) this.#producer?.begin(this.#deps.config.processing.commitIntervalMs); // exactly-once
     return n;
   }
 

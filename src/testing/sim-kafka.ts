@@ -210,7 +210,7 @@ export class SimTransactionalProducer {
   async fence(): Promise<void> {}
 
   /** Nothing to begin ahead: a simulated commit is one step. */
-  begin(): void {}
+  begin(_commitIntervalMs: number): void {}
 
   async commitTransaction(
     records: TopicRecords,
