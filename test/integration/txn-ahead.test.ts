@@ -59,6 +59,25 @@ async function topics(t: { after: (fn: () => Promise<unknown>) => void }, prefix
 /** A commit interval well within the transaction timeout (the bench's and the tests'). */
 const INTERVAL = 100;
 
+/**
+ * A task's producer that committed one transaction (`first` to `out`, offset 1 of `input`) and
+ * began the next one ahead, its Add requests answered.
+ */
+async function begunAfterOneCommit(
+  t: { after: (fn: () => Promise<unknown>) => void },
+  prefix: string,
+  first: string,
+) {
+  const { id, out, input, group } = await topics(t, prefix);
+  const tid = `${id}-0_0`;
+  const offsets = (o: string) => ({ groupId: group, offsets: [{ topic: input, partition: 0, offset: o }] });
+  const made = await transactional(t, tid);
+  await made.tp.commitTransaction(new Map([[out, [rec('a', first)]]]), offsets('1'));
+  made.tp.begin(INTERVAL);
+  await made.tp.whenBegun();
+  return { made, tid, out, input, group, offsets };
+}
+
 test('a transaction begun ahead commits with only Produce, TxnOffsetCommit and EndTxn at its checkpoint', {
   timeout: 120_000,
 }, async (t) => {
@@ -135,13 +154,14 @@ test('a transaction begun ahead commits with only Produce, TxnOffsetCommit and E
 test('a transaction begun ahead is fenced by a new owner: its checkpoint fails and nothing of it is visible', {
   timeout: 120_000,
 }, async (t) => {
-  const { id, out, input, group } = await topics(t, 't-ahead-fence');
-  const tid = `${id}-0_0`;
-  const old = await transactional(t, tid);
-  const offsets = (o: string) => ({ groupId: group, offsets: [{ topic: input, partition: 0, offset: o }] });
-  await old.tp.commitTransaction(new Map([[out, [rec('a', 'old-1')]]]), offsets('1'));
-  old.tp.begin(INTERVAL);
-  await old.tp.whenBegun();
+  const {
+    made: old,
+    tid,
+    out,
+    input,
+    group,
+    offsets,
+  } = await begunAfterOneCommit(t, 't-ahead-fence', 'old-1');
 
   // The new owner's fence aborts the transaction begun ahead and bumps the epoch.
   const next = await transactional(t, tid);
@@ -161,13 +181,7 @@ test('a transaction begun ahead is fenced by a new owner: its checkpoint fails a
 test('closing a producer with a transaction begun ahead aborts it: the next owner fences and commits', {
   timeout: 120_000,
 }, async (t) => {
-  const { id, out, input, group } = await topics(t, 't-ahead-close');
-  const tid = `${id}-0_0`;
-  const offsets = (o: string) => ({ groupId: group, offsets: [{ topic: input, partition: 0, offset: o }] });
-  const first = await transactional(t, tid);
-  await first.tp.commitTransaction(new Map([[out, [rec('a', '1')]]]), offsets('1'));
-  first.tp.begin(INTERVAL);
-  await first.tp.whenBegun();
+  const { made: first, tid, out, offsets } = await begunAfterOneCommit(t, 't-ahead-close', '1');
   const before = first.requests.length;
   await first.tp.close();
   assert.ok(
