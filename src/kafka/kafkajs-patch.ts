@@ -56,22 +56,28 @@ export const kafkajsGroupingPatched = patch();
 /** kafkajs's own sendMessages, kept for the test that shows what it drops. */
 export let kafkajsOriginalSendMessages: unknown;
 
+/**
+ * Replaces the exports of kafkajs's module `target` with `make(original)`, marked `sluicePatched`,
+ * unless `user` (the module that binds `target` when it loads) is loaded already: then it only
+ * reports whether an earlier call did it.
+ */
+function replaceBeforeUse(target: string, user: string, make: (original: any) => object): boolean {
+  const t = require.resolve(`kafkajs/src/${target}`);
+  if (require.cache[require.resolve(`kafkajs/src/${user}`)] !== undefined)
+    return require.cache[t]?.exports?.sluicePatched === true;
+  const original = require(t);
+  const mod = require.cache[t];
+  if (mod === undefined) return false;
+  mod.exports = Object.assign(make(original), { sluicePatched: true });
+  return true;
+}
+
 /** Installs send-messages.ts in place of kafkajs's `producer/sendMessages` (before its producer loads). */
 function patchSend(): boolean {
-  const target = require.resolve('kafkajs/src/producer/sendMessages.js');
-  const user = require.resolve('kafkajs/src/producer/messageProducer.js');
-  if (require.cache[user] !== undefined) return require.cache[target]?.exports?.sluicePatched === true;
-  kafkajsOriginalSendMessages = require(target);
-  const mod = require.cache[target];
-  if (mod === undefined) return false;
-  const replacement = sendMessagesFactory(groupMessagesPerPartition) as ReturnType<
-    typeof sendMessagesFactory
-  > & {
-    sluicePatched?: boolean;
-  };
-  replacement.sluicePatched = true;
-  mod.exports = replacement;
-  return true;
+  return replaceBeforeUse('producer/sendMessages.js', 'producer/messageProducer.js', (original) => {
+    kafkajsOriginalSendMessages = original;
+    return sendMessagesFactory(groupMessagesPerPartition);
+  });
 }
 
 export const kafkajsSendPatched = patchSend();
@@ -90,22 +96,15 @@ export function producerCluster(producer: object): object | undefined {
  * AddPartitionsToTxn and AddOffsetsToTxn, and later TxnOffsetCommit, through it.
  */
 function patchProducer(): boolean {
-  const target = require.resolve('kafkajs/src/producer/index.js');
-  const user = require.resolve('kafkajs/src/index.js');
-  if (require.cache[user] !== undefined) return require.cache[target]?.exports?.sluicePatched === true;
-  const original = require(target) as (opts: { cluster: object }) => object;
-  const mod = require.cache[target];
-  if (mod === undefined) return false;
-  const replacement = Object.assign(
-    (opts: { cluster: object }) => {
+  return replaceBeforeUse(
+    'producer/index.js',
+    'index.js',
+    (original: (opts: { cluster: object }) => object) => (opts: { cluster: object }) => {
       const producer = original(opts);
       producerClusters.set(producer, opts.cluster);
       return producer;
     },
-    { sluicePatched: true },
   );
-  mod.exports = replacement;
-  return true;
 }
 
 export const kafkajsProducerPatched = patchProducer();

@@ -140,7 +140,6 @@ export class PlainProducer {
 export class TransactionalProducer {
   readonly id: string;
   readonly #p: Producer;
-  #tx: Transaction | undefined;
   constructor(p: Producer, id: string) {
     this.#p = p;
     this.id = id;
@@ -172,7 +171,7 @@ export class TransactionalProducer {
   /** What the last committed transaction wrote to: the partitions and the offsets' group. */
   #last: Participants | undefined;
   #closed = false;
-  /** From the start of {@link commitTransaction} to its end (`#tx` is set only once it has one). */
+  /** From the start of {@link commitTransaction} to its end. */
   #committing = false;
 
   /**
@@ -289,7 +288,6 @@ export class TransactionalProducer {
       this.#last = undefined; // nothing more begins on a producer the caller throws away
       throw e;
     }
-    this.#tx = tx;
     const written: WrittenOffsets = new Map();
     /** The partitions the sends wrote to, from the broker's answers (outputs carry no partition). */
     const wrote: RecordMetadata[] = [];
@@ -333,7 +331,6 @@ export class TransactionalProducer {
       else await tx.abort().catch(() => undefined);
       throw e;
     } finally {
-      this.#tx = undefined;
       this.#abandon = undefined;
       this.#committing = false;
     }
@@ -386,7 +383,7 @@ export class TransactionalProducer {
   }
 
   get inTransaction(): boolean {
-    return this.#tx !== undefined;
+    return this.#committing;
   }
 
   /**
@@ -451,12 +448,13 @@ function participants(
   wrote: readonly RecordMetadata[],
   offsets: { groupId: string; offsets: readonly TopicPartitionOffset[] },
 ): Participants | undefined {
-  const byTopic = new Map<string, Array<{ partition: number }>>();
-  for (const m of wrote) {
-    let l = byTopic.get(m.topicName);
-    if (!l) byTopic.set(m.topicName, (l = []));
-    if (!l.some((x) => x.partition === m.partition)) l.push({ partition: m.partition });
-  }
+  const byTopic = groupByTopic(
+    wrote.filter(
+      (m, i) => wrote.findIndex((x) => x.topicName === m.topicName && x.partition === m.partition) === i,
+    ),
+    (m) => m.topicName,
+    (m) => ({ partition: m.partition }),
+  );
   // Without a partition the transaction would not count as begun for kafkajs (no EndTxn).
   if (byTopic.size === 0) return undefined;
   return {
@@ -470,11 +468,26 @@ function offsetTopics(offsets: readonly TopicPartitionOffset[]): Array<{
   topic: string;
   partitions: Array<{ partition: number; offset: string; metadata: string | null }>;
 }> {
-  const byTopic = new Map<string, Array<{ partition: number; offset: string; metadata: string | null }>>();
-  for (const o of offsets) {
-    let l = byTopic.get(o.topic);
-    if (!l) byTopic.set(o.topic, (l = []));
-    l.push({ partition: o.partition, offset: o.offset, metadata: o.metadata ?? null });
-  }
+  const byTopic = groupByTopic(
+    offsets,
+    (o) => o.topic,
+    (o) => ({ partition: o.partition, offset: o.offset, metadata: o.metadata ?? null }),
+  );
   return [...byTopic].map(([topic, partitions]) => ({ topic, partitions }));
+}
+
+/** `items` grouped by `topicOf`, each as `entry(item)`, in first-seen order. */
+function groupByTopic<T, E>(
+  items: readonly T[],
+  topicOf: (x: T) => string,
+  entry: (x: T) => E,
+): Map<string, E[]> {
+  const byTopic = new Map<string, E[]>();
+  for (const x of items) {
+    const topic = topicOf(x);
+    let l = byTopic.get(topic);
+    if (!l) byTopic.set(topic, (l = []));
+    l.push(entry(x));
+  }
+  return byTopic;
 }
