@@ -95,6 +95,20 @@ function lastOffsets(
 }
 
 /**
+ * Whether `e` (or what it wraps) says that a request got no answer: it timed out, or its
+ * connection failed or closed. The broker may still handle it later.
+ */
+export function mayBeUnanswered(e: unknown): boolean {
+  return someInChain(
+    e,
+    (x) =>
+      x.name === 'KafkaJSRequestTimeoutError' ||
+      x.name === 'KafkaJSConnectionError' ||
+      x.name === 'KafkaJSConnectionClosedError',
+  );
+}
+
+/**
  * Broker errors that mean "another producer with this transactional id took over": the epoch
  * was bumped by a newer InitProducerId (INVALID_PRODUCER_EPOCH 47, PRODUCER_FENCED 90, which
  * kafkajs 2.2.4 does not name), or the transactional id's producer id mapping is gone
@@ -291,6 +305,8 @@ export class TransactionalProducer {
     const written: WrittenOffsets = new Map();
     /** The partitions the sends wrote to, from the broker's answers (outputs carry no partition). */
     const wrote: RecordMetadata[] = [];
+    /** Why the records' and the offsets' chains failed, once both settled. */
+    let failures: unknown[] = [];
     try {
       const sends = toSends(records);
       // The offsets go at once, beside the records. kafkajs pipelines a connection's requests
@@ -316,6 +332,7 @@ export class TransactionalProducer {
       })();
       // Both settle before an abort (none of this transaction's requests still in flight).
       const [produced, committed] = await Promise.allSettled([sending, sent]);
+      failures = [produced, committed].flatMap((r) => (r.status === 'rejected' ? [r.reason] : []));
       if (produced.status === 'rejected') throw produced.reason;
       if (committed.status === 'rejected') throw committed.reason;
       await step(tx.commit());
@@ -323,12 +340,20 @@ export class TransactionalProducer {
       return written;
     } catch (e) {
       this.#last = undefined; // nothing more begins on a producer the caller throws away
-      const gaveUp = this.#abandon === undefined;
       // The caller throws this producer away either way (a failed abort can leave kafkajs stuck
-      // in ABORTING, kafkajs #469/#1355); try to abort so the next owner need not wait it out.
-      // An abandoned transaction is not waited for: the next owner's fence aborts it.
-      if (gaveUp) void tx.abort().catch(() => undefined);
-      else await tx.abort().catch(() => undefined);
+      // in ABORTING, kafkajs #469/#1355). It aborts, so that the next owner need not wait the
+      // transaction out, only when every request of it was answered. A request the client gave up
+      // on (a timeout, a lost connection, a transaction abandoned by close) may still be in the
+      // broker's socket buffer: a broker frozen past the request timeout handles it when it
+      // thaws, in any order with the requests of a new connection. An EndTxn(abort) of this epoch
+      // handled first would write its markers before that Produce, whose records would then open
+      // a transaction the coordinator does not know: a hanging transaction, which holds the
+      // partition's last stable offset for good (Kafka's KIP-890; a restore then waits forever).
+      // Without an abort here, the next owner's InitProducerId bumps the epoch and aborts with
+      // markers of the new one, which the partition leader holds a late Produce of the old
+      // epoch against (Kafka's Java producer likewise bumps the epoch after a timeout, KIP-588).
+      const abandoned = this.#abandon === undefined;
+      if (!abandoned && ![e, ...failures].some(mayBeUnanswered)) await tx.abort().catch(() => undefined);
       throw e;
     } finally {
       this.#abandon = undefined;

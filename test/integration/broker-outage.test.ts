@@ -17,17 +17,16 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, type TestContext, test } from 'node:test';
 import { runFiles } from '../../src/dev/kafka-config.js';
-import { localKafkaStatus, startLocalKafka, stopLocalKafka } from '../../src/dev/local-kafka.js';
 import { eventually, jobTopics, produce, readAll } from '../helpers/kafka.js';
+import { allReady, ownBroker } from '../helpers/own-broker.js';
 import { assertExactOutput, RunningSumInput } from '../helpers/running-sum.js';
-import { metricSum, spawnWorker, type WorkerProcess } from '../helpers/workers.js';
+import { spawnWorker, type WorkerProcess } from '../helpers/workers.js';
 
 const PORT = Number(process.env.TEST_OUTAGE_KAFKA_PORT ?? 39792);
 const SLICE = Number(process.env.TEST_OUTAGE_SLICE ?? 7000);
 const DOWN_MS = Number(process.env.TEST_OUTAGE_DOWN_MS ?? 8000);
-const dataDir = mkdtempSync(join(tmpdir(), 'sluice-outage-kafka-'));
-// The launcher must start a broker even when the suite's KAFKA_BROKERS is set.
-const launcherEnv = { ...process.env, KAFKA_BROKERS: '' };
+const broker = ownBroker(PORT, 'sluice-outage-kafka');
+const dataDir = broker.dataDir;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const t0 = Date.now();
 /** Progress on stderr, so a timeout shows where it stuck. */
@@ -36,36 +35,17 @@ const step = (msg: string) =>
 
 async function startBroker(): Promise<void> {
   step('starting broker');
-  const k = await startLocalKafka({
-    port: PORT,
-    dataDir,
-    env: launcherEnv,
-    heapMb: 512,
-    readyTimeoutMs: 120_000,
-  });
-  process.env.KAFKA_BROKERS = k.brokers.join(',');
+  await broker.start();
 }
 
 before(async () => {
   await startBroker();
 });
 
-after(async () => {
-  await stopLocalKafka({ port: PORT, dataDir, env: launcherEnv }).catch(() => undefined);
-  rmSync(dataDir, { recursive: true, force: true });
-});
+after(() => broker.remove());
 
 async function readyz(w: WorkerProcess): Promise<number> {
   return (await fetch(`${await w.url()}/readyz`)).status;
-}
-
-async function outputCount(workers: WorkerProcess[], topic: string): Promise<number> {
-  let n = 0;
-  for (const w of workers) {
-    if (w.child.exitCode !== null || w.child.signalCode !== null) continue;
-    n += metricSum(await w.metrics().catch(() => ''), 'sluice_records_out_total', { topic });
-  }
-  return n;
 }
 
 /**
@@ -122,7 +102,7 @@ test('exactly-once should survive a SIGKILLed and a cleanly stopped broker, and 
   };
   try {
     step('workers spawned');
-    await eventually(async () => (await Promise.all(workers.map(readyz))).every((s) => s === 200), {
+    await eventually(() => allReady(workers), {
       timeoutMs: 90_000,
       what: 'both workers ready',
     });
@@ -130,15 +110,7 @@ test('exactly-once should survive a SIGKILLed and a cleanly stopped broker, and 
     step('both ready');
     // 1. SIGKILL the broker mid-stream.
     await produce(input, data.next(SLICE));
-    await eventually(async () => (await outputCount(workers, output)) > 0, {
-      timeoutMs: 60_000,
-      intervalMs: 50,
-      what: 'first output',
-    });
-    const status = await localKafkaStatus({ port: PORT, dataDir, env: launcherEnv });
-    assert.ok(status.pid, 'the launcher knows the broker pid');
-    const outAtKill = await outputCount(workers, output);
-    process.kill(-status.pid!, 'SIGKILL');
+    const { outputs: outAtKill } = await broker.signalMidStream('SIGKILL', workers, output);
     step(`broker SIGKILLed with ${outAtKill}/${SLICE} outputs`);
     t.diagnostic(`broker SIGKILLed with ${outAtKill}/${SLICE} outputs committed; down for ${DOWN_MS} ms`);
     await sleep(DOWN_MS);
@@ -152,7 +124,7 @@ test('exactly-once should survive a SIGKILLed and a cleanly stopped broker, and 
     step('phase 1 exact');
     // 2. A clean stop, and a worker that starts while no broker is up.
     await workers[1]!.kill('SIGTERM');
-    await stopLocalKafka({ port: PORT, dataDir, env: launcherEnv });
+    await broker.stop();
     workers[1] = spawnWorker('running-sum', { ...slots[1]!, env, args });
     await workers[1].url();
     const waitedFrom = Date.now();

@@ -43,7 +43,51 @@ test('closing a transactional producer should fail its transaction in flight at 
   await p.close();
   await assert.rejects(pending, /closed while its transaction was in flight/);
   assert.equal(p.inTransaction, false);
-  assert.deepEqual(calls, ['disconnect', 'abort'], 'the abort is tried, not waited for; no commit');
+  assert.deepEqual(
+    calls,
+    ['disconnect'],
+    'no commit, and no abort: its Produce may still reach the broker after it (the next owner fences)',
+  );
+});
+
+test('a checkpoint whose request got no answer should not abort with its epoch; one refused by the broker should', async () => {
+  const timeout = Object.assign(new Error('Request Produce(key: 0, version: 7) timed out'), {
+    name: 'KafkaJSRequestTimeoutError',
+  });
+  // kafkajs wraps what its retrier gave up on.
+  const exhausted = Object.assign(new Error('Number of retries exceeded'), {
+    name: 'KafkaJSNumberOfRetriesExceeded',
+    cause: timeout,
+  });
+  const closed = Object.assign(new Error('Connection closed'), { name: 'KafkaJSConnectionClosedError' });
+  const refused = Object.assign(new Error('NOT_ENOUGH_REPLICAS'), {
+    name: 'KafkaJSProtocolError',
+    type: 'NOT_ENOUGH_REPLICAS',
+  });
+  const run = async (produce: Error | undefined, offsets: Error | undefined) => {
+    const calls: string[] = [];
+    const tx = {
+      sendBatch: async () => {
+        if (produce) throw produce;
+        return [{ topicName: 'out', partition: 0, errorCode: 0, baseOffset: '7' }];
+      },
+      sendOffsets: async () => {
+        if (offsets) throw offsets;
+      },
+      commit: async () => calls.push('commit'),
+      abort: async () => calls.push('abort'),
+    };
+    await assert.rejects(commitOne(tx));
+    return calls;
+  };
+  assert.deepEqual(await run(exhausted, undefined), [], 'a Produce that timed out: no abort');
+  assert.deepEqual(await run(closed, undefined), [], 'a Produce whose connection closed: no abort');
+  assert.deepEqual(
+    await run(refused, timeout),
+    [],
+    'offsets that timed out beside a refused Produce: no abort',
+  );
+  assert.deepEqual(await run(refused, undefined), ['abort'], 'every request answered: abort');
 });
 
 test('a fenced producer should be told from other failures, through kafkajs wrappers', async () => {
