@@ -28,13 +28,17 @@ export function someInChain(
   return walk(e);
 }
 
+/** kafkajs's names for a request that got no answer: it timed out, or its connection failed. */
+const UNANSWERED_NAMES = [
+  'KafkaJSConnectionError',
+  'KafkaJSConnectionClosedError',
+  'KafkaJSRequestTimeoutError',
+];
 /** kafkajs's names, broker error types and socket codes for "no broker to talk to right now". */
 const UNREACHABLE_NAMES = new Set([
   'KafkaJSGroupCoordinatorNotFound',
   'KafkaJSBrokerNotFound',
-  'KafkaJSConnectionError',
-  'KafkaJSConnectionClosedError',
-  'KafkaJSRequestTimeoutError',
+  ...UNANSWERED_NAMES,
   'KafkaJSNoBrokerAvailableError',
 ]);
 const UNREACHABLE_TYPES = new Set([
@@ -63,4 +67,12 @@ export function isBrokerUnreachable(e: unknown): boolean {
       (typeof x.type === 'string' && UNREACHABLE_TYPES.has(x.type)) ||
       (typeof x.code === 'string' && UNREACHABLE_CODES.has(x.code)),
   );
+}
+
+/**
+ * Whether `e` (or what it wraps) says that a request got no answer: it timed out, or its
+ * connection failed or closed. The broker may still handle it later.
+ */
+export function mayBeUnanswered(e: unknown): boolean {
+  return someInChain(e, (x) => typeof x.name === 'string' && UNANSWERED_NAMES.includes(x.name));
 }

@@ -1,7 +1,7 @@
 import './kafkajs-preload.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { CompressionTypes, type Producer, type RecordMetadata, type Transaction } from 'kafkajs';
-import { someInChain } from './error-chain.js';
+import { mayBeUnanswered, someInChain } from './error-chain.js';
 import { producerCluster } from './kafkajs-patch.js';
 import {
   CONCURRENT_TRANSACTIONS_ATTEMPTS,
@@ -92,20 +92,6 @@ function lastOffsets(
     if (n !== undefined && r.baseOffset !== undefined) out.set(k, BigInt(r.baseOffset) + BigInt(n) - 1n);
   }
   return out;
-}
-
-/**
- * Whether `e` (or what it wraps) says that a request got no answer: it timed out, or its
- * connection failed or closed. The broker may still handle it later.
- */
-export function mayBeUnanswered(e: unknown): boolean {
-  return someInChain(
-    e,
-    (x) =>
-      x.name === 'KafkaJSRequestTimeoutError' ||
-      x.name === 'KafkaJSConnectionError' ||
-      x.name === 'KafkaJSConnectionClosedError',
-  );
 }
 
 /**
