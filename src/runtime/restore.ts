@@ -153,6 +153,7 @@ export async function openTaskState(task: Task, ctx: StateContext): Promise<Task
         partition: task.partition,
         from,
         to: r.high,
+        signal: task.closeSignal,
         onRecords: (records) => {
           const ops: WriteOp[] = records.map((rec) => ({
             store: name,

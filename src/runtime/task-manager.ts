@@ -8,6 +8,7 @@ import type { Logger } from '../ops/logger.js';
 import type { WorkerMetrics } from '../ops/metrics.js';
 import type { Topology } from '../topology/build.js';
 import { AsyncBudget } from './async-stage.js';
+import { withinSecond } from './deferred.js';
 import type { InputRateMeter } from './input-rate.js';
 import { readAheadBatch } from './read-ahead.js';
 import { SliceSize } from './slice-size.js';
@@ -140,9 +141,9 @@ export class TaskManager {
       const t = this.#tasks.get(id)!;
       this.#forget(t);
       // Its folder stays: if the task comes back, it replays only the changelog's tail.
-      return t
-        .close({ checkpoint: true })
-        .catch((e) => logger.warn({ err: e, task: id }, 'closing revoked task failed'));
+      return this.#close(t, true).catch((e) =>
+        logger.warn({ err: e, task: id }, 'closing revoked task failed'),
+      );
     });
     const starting: Task[] = [];
     for (const id of added) {
@@ -160,7 +161,7 @@ export class TaskManager {
     this.#assigning = (async () => {
       await before;
       await Promise.all(closing);
-      for (const t of starting) if (this.owns(t)) this.#initTask(t);
+      for (const t of starting) if (this.owns(t)) void this.#initTask(t);
     })();
     return this.#assigning;
   }
@@ -279,10 +280,22 @@ export class TaskManager {
     this.#forget(task);
     this.#updateTaskGauge();
     this.#d.consumer()?.requestRejoin();
-    await task.close({ checkpoint: false });
+    await this.#close(task, false);
   }
 
-  #initTask(task: Task): void {
+  /** Tasks closing, by id: a task of the same id starts here only after (one folder, one fence). */
+  readonly #closing = new Map<string, Promise<void>>();
+  #close(task: Task, checkpoint: boolean): Promise<void> {
+    const p = task.close({ checkpoint }).finally(() => {
+      if (this.#closing.get(task.id) === p) this.#closing.delete(task.id);
+    });
+    this.#closing.set(task.id, p);
+    return p;
+  }
+
+  async #initTask(task: Task): Promise<void> {
+    await this.#closing.get(task.id)?.catch(() => undefined);
+    if (!this.owns(task)) return;
     task.init().then(
       () => this.#updateTaskGauge(),
       (e) => this.retryTask(task, 1, e),
@@ -379,20 +392,7 @@ export class TaskManager {
   /** Closes every task (checkpointing first when asked) and forgets them: the worker stops. */
   async closeAll(opts: { checkpoint: boolean }): Promise<void> {
     const tasks = [...this.#tasks.values()];
-    await Promise.all(tasks.map((t) => t.close(opts)));
+    await Promise.all([...tasks.map((t) => t.close(opts)), ...this.#closing.values()]);
     this.#tasks.clear();
-  }
-}
-
-/** `p`'s value, or 'tick' after a second (the timer is cleared either way: none piles up). */
-async function withinSecond<T>(p: Promise<T>): Promise<T | 'tick'> {
-  let timer: NodeJS.Timeout | undefined;
-  const tick = new Promise<'tick'>((r) => {
-    timer = setTimeout(() => r('tick'), 1000);
-  });
-  try {
-    return await Promise.race([p, tick]);
-  } finally {
-    clearTimeout(timer);
   }
 }

@@ -146,6 +146,10 @@ export class Task {
     return this.#state === 'closed';
   }
 
+  readonly #closing = new AbortController();
+  /** Aborted by close(): a restore in flight stops at its next fetch. */
+  readonly closeSignal: AbortSignal = this.#closing.signal;
+
   get inputTopics(): readonly string[] {
     return this.sub.sourceTopics;
   }
@@ -243,12 +247,8 @@ export class Task {
     return Date.now() - this.#progress.lastCheckpoint >= this.#deps.config.processing.commitIntervalMs;
   }
 
-  /**
-   * Batches are processed while a checkpoint is in flight (its snapshot was taken when it
-   * started; what comes after goes to the next one), except when that checkpoint has taken a
-   * whole commit interval already (a slow broker): then a batch waits, so that the work queued
-   * behind a commit stays bounded by one interval.
-   */
+  /** A checkpoint in flight for a whole commit interval (a slow broker): batches wait meanwhile,
+   *  so the work queued behind a commit stays bounded (else they go on into the next one). */
   get checkpointBacklogged(): boolean {
     return this.#busy !== undefined && this.checkpointDue;
   }
@@ -289,11 +289,8 @@ export class Task {
     this.#async.publish();
   }
 
-  /**
-   * Commits what the task did since the last checkpoint: outputs, changelog records and input
-   * offsets in one transaction (exactly-once) or in that order (at-least-once); then, and only
-   * then, the local RocksDB batch (see checkpoint.ts).
-   */
+  /** Commits outputs, changelog records and input offsets (one transaction under exactly-once,
+   *  in that order under at-least-once), then, and only then, the RocksDB batch (checkpoint.ts). */
   checkpoint(): Promise<void> {
     if (this.#busy) return this.#busy;
     if (this.#state === 'running' && this.#recordCache.size > 0) {
@@ -321,10 +318,7 @@ export class Task {
     return p;
   }
 
-  /**
-   * Sends the aggregations' held updates downstream (into this checkpoint). Throws like
-   * `process` (the `fail` policy, or a fault of Sluice or the machine).
-   */
+  /** Sends the aggregations' held updates downstream (into this checkpoint). Throws like `process`. */
   flushRecordCache(): void {
     if (this.#state === 'running' && !this.#busy) this.#recordCache.flush();
   }
@@ -383,8 +377,12 @@ export class Task {
       }
     }
     this.#to('closed');
+    this.#closing.abort();
     this.#async.close();
     this.#progress.clear();
+    // A start in flight (init or reset) releases what it opened once it sees the task closed: wait,
+    // so a task of this id started next here never meets its folder locked or its fence undone.
+    await this.#ready?.catch(() => undefined);
     await this.#release(opts.checkpoint);
     this.logger.info('task closed');
   }

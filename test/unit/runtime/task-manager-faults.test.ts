@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { Registry } from 'prom-client';
 import { loadConfig } from '../../../src/config/load.js';
+import { TaskMigratedError } from '../../../src/errors.js';
 import { App, json, string } from '../../../src/index.js';
 import type { BatchContext } from '../../../src/kafka/consumer.js';
 import type { InRecord } from '../../../src/kafka/types.js';
@@ -25,6 +26,8 @@ function manager(
     startStepTimeoutMs?: number;
     /** Awaited inside every fence (InitProducerId), before it returns the producer. */
     fence?: () => Promise<unknown>;
+    /** Awaited inside every state open (the restore), before it returns the state. */
+    restore?: (task: Task) => Promise<unknown>;
   } = {},
 ) {
   const app = new App({ id: 'unit-tm' });
@@ -74,8 +77,9 @@ function manager(
     logger: createLogger({ level: 'silent', format: 'json' }),
     metrics,
     isRunning: () => true,
-    openState: async () => {
+    openState: async (task) => {
       stateOpens.push(Date.now());
+      await opts.restore?.(task);
       return undefined;
     },
     plainProducer: async () => {
@@ -223,13 +227,53 @@ test('a task revoked while its fence is in flight should release the producer as
   const task = m.tasks.get('0_0')!;
   await new Promise((r) => setTimeout(r, 20));
   assert.equal(fences.length, 1, 'the fence was sent');
-  await m.onAssignment([]); // revoked while the fence waits
+  let revoked = false;
+  const revoking = m.onAssignment([]).then(() => {
+    revoked = true;
+  }); // revoked while the fence waits
+  await new Promise((r) => setTimeout(r, 20));
   assert.equal(task.state, 'closed');
+  assert.equal(revoked, false, 'the revoke waits for the start in flight');
   release(undefined);
-  await new Promise((r) => setTimeout(r, 50));
-  assert.equal(producersClosed.length, 1, 'the late producer was released');
+  await revoking;
+  assert.equal(producersClosed.length, 1, 'the late producer was released before the revoke ended');
   assert.equal(stateOpens.length, 0, 'the closed task did not open its state');
   assert.deepEqual(seeks, [], 'the closed task did not seek the consumer');
   assert.equal(task.state, 'closed');
+  await m.closeAll({ checkpoint: false });
+});
+
+test('a task migrated while it restores should stop the restore, and the same task assigned again should start only once the old one let go', async () => {
+  let release: (v: unknown) => void = () => undefined;
+  const slowRestore = new Promise((r) => {
+    release = r;
+  });
+  const signals: AbortSignal[] = [];
+  const { m, fences, producersClosed, stateOpens } = manager({
+    restore: async (t) => {
+      signals.push(t.closeSignal);
+      if (signals.length === 1) await slowRestore;
+    },
+  });
+  await m.onAssignment([{ topic: 'orders', partition: 0 }]);
+  const old = m.tasks.get('0_0')!;
+  await new Promise((r) => setTimeout(r, 20));
+  assert.equal(stateOpens.length, 1, 'the restore is under way');
+  const migrating = m.migrated(old, new TaskMigratedError('0_0', 'fenced'));
+  await new Promise((r) => setTimeout(r, 20));
+  assert.equal(signals[0]!.aborted, true, 'close aborts the restore in flight');
+  await m.onAssignment([{ topic: 'orders', partition: 0 }]); // the group gives it back
+  const again = m.tasks.get('0_0')!;
+  assert.notEqual(again, old);
+  await new Promise((r) => setTimeout(r, 50));
+  assert.equal(fences.length, 1, 'no new fence while the old task still holds the task');
+  assert.equal(stateOpens.length, 1, 'nor a second open of its state folder');
+  release(undefined);
+  await migrating;
+  assert.equal(producersClosed.length, 1, 'the old producer went when the old start returned');
+  await again.whenReady();
+  assert.equal(again.state, 'running');
+  assert.equal(fences.length, 2);
+  assert.equal(stateOpens.length, 2);
   await m.closeAll({ checkpoint: false });
 });
