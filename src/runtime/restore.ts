@@ -191,6 +191,7 @@ export async function openTaskState(task: Task, ctx: StateContext): Promise<Task
     rocks.writeSync([], encodeCheckpointMeta(meta));
   } catch (e) {
     await rocks.close().catch(() => undefined);
+    if (task.closeSignal?.aborted) ctx.metrics.restoreRemaining.remove({ app: ctx.appId, task: task.id });
     throw e;
   } finally {
     await reader.close().catch(() => undefined);

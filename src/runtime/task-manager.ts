@@ -283,19 +283,21 @@ export class TaskManager {
     await this.#close(task, false);
   }
 
-  /** Tasks closing, by id: a task of the same id starts here only after (one folder, one fence). */
-  readonly #closing = new Map<string, Promise<void>>();
+  /** Closed tasks not released yet, by id: one of the same id starts here only after (one fence). */
+  readonly #closing = new Map<string, Promise<unknown>>();
   #close(task: Task, checkpoint: boolean): Promise<void> {
-    const p = task.close({ checkpoint }).finally(() => {
+    const closed = task.close({ checkpoint });
+    const waits = [this.#closing.get(task.id), closed.then(() => task.released)];
+    const p = Promise.all(waits.map((w) => w?.catch(() => undefined))).then(() => {
       if (this.#closing.get(task.id) === p) this.#closing.delete(task.id);
     });
     this.#closing.set(task.id, p);
-    return p;
+    return closed;
   }
 
   async #initTask(task: Task): Promise<void> {
-    await this.#closing.get(task.id)?.catch(() => undefined);
-    if (!this.owns(task)) return;
+    await this.#closing.get(task.id);
+    if (!this.owns(task) || task.state !== 'created') return;
     task.init().then(
       () => this.#updateTaskGauge(),
       (e) => this.retryTask(task, 1, e),
@@ -392,7 +394,7 @@ export class TaskManager {
   /** Closes every task (checkpointing first when asked) and forgets them: the worker stops. */
   async closeAll(opts: { checkpoint: boolean }): Promise<void> {
     const tasks = [...this.#tasks.values()];
-    await Promise.all([...tasks.map((t) => t.close(opts)), ...this.#closing.values()]);
+    await Promise.all(tasks.map((t) => t.close(opts)));
     this.#tasks.clear();
   }
 }

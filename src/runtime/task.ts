@@ -147,6 +147,8 @@ export class Task {
   }
 
   readonly #closing = new AbortController();
+  /** Settles once a closed task's start in flight, if any, has let go of its producer and folder. */
+  released: Promise<void> = Promise.resolve();
   /** Aborted by close(): a restore in flight stops at its next fetch. */
   readonly closeSignal: AbortSignal = this.#closing.signal;
 
@@ -380,10 +382,9 @@ export class Task {
     this.#closing.abort();
     this.#async.close();
     this.#progress.clear();
-    // A start in flight (init or reset) releases what it opened once it sees the task closed: wait,
-    // so a task of this id started next here never meets its folder locked or its fence undone.
-    await this.#ready?.catch(() => undefined);
     await this.#release(opts.checkpoint);
+    // A start in flight stops at its next step and lets go of what it opened: `released` waits.
+    if (this.#ready) this.released = this.#ready.catch(() => undefined).then(() => this.#release());
     this.logger.info('task closed');
   }
 
