@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
+import { appendFileSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import type { TestContext } from 'node:test';
@@ -86,7 +86,12 @@ export function spawnWorker(
   });
   let buf = '';
   let dropped = 0;
+  // TEST_WORKER_LOGS=<folder>: every line of every worker, to read after a failed fault run (the
+  // in-memory log keeps only the last 5000 lines).
+  const logDir = process.env.TEST_WORKER_LOGS;
+  const logFile = logDir ? join(logDir, `${name}-${child.pid}.log`) : undefined;
   const onData = (d: Buffer) => {
+    if (logFile) appendFileSync(logFile, d);
     buf += d.toString();
     let i: number;
     while ((i = buf.indexOf('\n')) >= 0) {
