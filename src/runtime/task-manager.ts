@@ -183,10 +183,7 @@ export class TaskManager {
     }
   }
 
-  /**
-   * Waits (in a batch handler) until the task's async stages have room again (backpressure: the
-   * partition is not fetched meanwhile), heartbeating every second, like {@link awaitReady}.
-   */
+  /** Waits (in a batch handler) until the task's async stages have room again, like {@link awaitReady}. */
   async awaitRoom(task: Task, heartbeat: () => Promise<void>, running: () => boolean): Promise<void> {
     while (task.async.backlogged && running() && this.owns(task) && task.state === 'running') {
       if ((await withinSecond(task.async.room())) === 'tick') await heartbeat();
@@ -323,11 +320,15 @@ export class TaskManager {
     }, delay).unref();
   }
 
+  /** Checkpoint failures handled: every caller of one checkpoint in flight (ticks, batches) meets it. */
+  readonly #handled = new WeakSet<object>();
   /** Checkpoints a task; one that fails is rebuilt from its last checkpoint (see `Task.reset`). */
   async checkpoint(task: Task): Promise<void> {
     try {
       await task.checkpoint();
     } catch (e) {
+      if (typeof e === 'object' && e !== null && this.#handled.has(e)) return;
+      if (typeof e === 'object' && e !== null) this.#handled.add(e);
       this.#d.metrics.checkpointFailures.inc({ app: this.#d.appId, reason: (e as Error).name ?? 'Error' });
       this.#d.metrics.errors.inc({ app: this.#d.appId, kind: 'checkpoint' });
       if (this.#d.config.processing.guarantee === 'exactly_once')
@@ -345,10 +346,8 @@ export class TaskManager {
    * Before this member rejoins the group (eager rebalancing: any of its tasks may move), each
    * running task takes a checkpoint, as Kafka Streams commits its tasks in onPartitionsRevoked.
    * So a task handed to another member carries no uncommitted work there to be redone, and the
-   * new owner's fence finds no transaction of ours in flight. A zombie (its session expired
-   * while it was frozen) gets its checkpoints fenced here: those tasks close as migrated.
-   * Bounded: a checkpoint that takes longer than `REJOIN_CHECKPOINT_MS` is left to finish or
-   * be fenced, and the rejoin goes on.
+   * new owner's fence finds no transaction of ours in flight. A zombie's checkpoints are fenced
+   * here (those tasks close as migrated). Bounded by `REJOIN_CHECKPOINT_MS`.
    */
   async beforeRejoin(): Promise<void> {
     const running = [...this.#tasks.values()].filter((t) => t.state === 'running' && t.hasPending);

@@ -278,3 +278,31 @@ test('a task migrated while it restores should stop the restore, and the same ta
   assert.equal(stateOpens.length, 2);
   await m.closeAll({ checkpoint: false });
 });
+
+test('a checkpoint that fails while many callers wait for it (a tick every 50 ms, batches) should be counted and reset once', async () => {
+  let fail: (e: Error) => void = () => undefined;
+  let first = true;
+  const { m, fences, metrics } = manager({
+    commitIntervalMs: 1,
+    commit: () =>
+      first
+        ? new Promise<void>((_, reject) => {
+            first = false;
+            fail = reject;
+          })
+        : Promise.resolve(),
+  });
+  await m.onAssignment([{ topic: 'orders', partition: 0 }]);
+  const task = m.tasks.get('0_0')!;
+  await task.whenReady();
+  task.process('orders', batchOf(3, []).records, () => undefined);
+  const waiting = Array.from({ length: 50 }, () => m.checkpoint(task));
+  await new Promise((r) => setTimeout(r, 10));
+  fail(new Error('request timed out'));
+  await Promise.all(waiting);
+  await task.whenReady();
+  const failures = (await metrics.checkpointFailures.get()).values.reduce((n, v) => n + v.value, 0);
+  assert.equal(failures, 1, 'one failure, counted once');
+  assert.equal(fences.length, 2, 'one reset: the first fence and one more');
+  await m.closeAll({ checkpoint: false });
+});
