@@ -191,7 +191,7 @@ export class PartitionReader {
         throw new RestoreIncompleteError(
           o,
           offset,
-          `nothing readable at ${offset} for ${stallMs} ms (last stable offset ${lastStable}, high watermark ${String(pd.highWatermark)})`,
+          `nothing readable at ${offset} for ${stallMs} ms (last stable offset ${lastStable}, high watermark ${String(pd.highWatermark)}; an open transaction holds it: if it stays, see SLUICE_RESTORE_INCOMPLETE in docs/errors.md)`,
         );
       await new Promise((r) => setTimeout(r, 50));
     }

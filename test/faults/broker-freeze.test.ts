@@ -29,7 +29,8 @@ const PORT = Number(process.env.TEST_FREEZE_KAFKA_PORT ?? 39794);
 const SLICE = Number(process.env.TEST_FREEZE_SLICE ?? 6000);
 /** Past kafkajs's 30 s request timeout (client.ts), so requests in flight time out on the client. */
 const FROZEN_MS = Number(process.env.TEST_FREEZE_MS ?? 35_000);
-const broker = ownBroker(PORT, 'sluice-freeze-kafka');
+// TEST_FREEZE_KAFKA_VERSION: the broker's Kafka (default the suite's; see RESTART_FAULT_KAFKA).
+const broker = ownBroker(PORT, 'sluice-freeze-kafka', { version: process.env.TEST_FREEZE_KAFKA_VERSION });
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 before(() => broker.start());
