@@ -382,9 +382,9 @@ export class Task {
     this.#closing.abort();
     this.#async.close();
     this.#progress.clear();
-    await this.#release(opts.checkpoint);
     // A start in flight stops at its next step and lets go of what it opened: `released` waits.
     if (this.#ready) this.released = this.#ready.catch(() => undefined).then(() => this.#release());
+    await this.#release(opts.checkpoint);
     this.logger.info('task closed');
   }
 
