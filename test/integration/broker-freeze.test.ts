@@ -9,8 +9,9 @@
  * Like broker-outage.test.ts, the test runs its own single-node broker, on RESTART_FAULT_KAFKA:
  * on 4.4.0 it failed 3 runs in 39 with hanging changelog transactions, and the one whose broker
  * log was read showed the markers it skipped right after fencing itself (KAFKA-20734;
- * CHANGELOG.md, sixth stop of 12-05). TEST_KEEP_BROKER=1 leaves the broker running after the test, to inspect with Kafka's
- * kafka-transactions.sh; TEST_WORKER_LOGS=<dir> keeps every worker line.
+ * CHANGELOG.md, sixth stop of 12-05). TEST_KEEP_BROKER=1 leaves the broker running after the
+ * test, to inspect with Kafka's kafka-transactions.sh; TEST_WORKER_LOGS=<dir> keeps every worker
+ * line.
  */
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';

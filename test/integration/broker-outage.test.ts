@@ -6,9 +6,9 @@
  * One app, 2 workers of the running-sum job, input in slices:
  *  1. slice 1 is produced and, once output starts flowing, the broker is SIGKILLed for DOWN_MS
  *     (TEST_OUTAGE_DOWN_MS, default 8 s: what the README's claim rests on; 30 s passed by hand) and
- *     restarted on the same data dir: processing resumes by itself, the output is exact;
- *     The broker is Kafka RESTART_FAULT_KAFKA, not the suite's: from 4.3 on a restarted broker
- *     can drop a transaction's markers (KAFKA-20734, see own-broker.ts);
+ *     restarted on the same data dir: processing resumes by itself, the output is exact (the
+ *     broker is Kafka RESTART_FAULT_KAFKA, not the suite's: from 4.3 on a restarted broker can
+ *     drop a transaction's markers, KAFKA-20734, see own-broker.ts);
  *  2. one worker leaves (SIGTERM), the broker is stopped cleanly, a new worker is started while
  *     no broker is up: it retries with backoff and its /readyz answers 503; the broker comes back
  *     and the new worker becomes ready; slice 3 is produced: the output is still exact.
