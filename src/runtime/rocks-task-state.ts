@@ -97,6 +97,11 @@ export class RocksTaskState implements TaskState {
     return v === undefined ? this.rocks.getSync(store, key) : (v ?? undefined);
   }
 
+  /** True while a flush of waiting writes is on its way to RocksDB. */
+  get flushing(): boolean {
+    return this.#behind.flushing;
+  }
+
   /** Committed writes of `store` that RocksDB has not taken yet (the test driver's state views). */
   unwritten(store: string): Iterable<WriteOp> {
     return this.#behind.of(store);
@@ -297,7 +302,8 @@ export class RocksTaskState implements TaskState {
 
   /**
    * The RocksDB batch: value stores' writes wait until enough went by (write-behind.ts), others' go
-   * now. A flush of more than {@link FLUSH_BATCH_OPS} keys goes in steps, its last with the meta.
+   * now. A flush of more than {@link FLUSH_BATCH_OPS} keys goes in steps to the writer thread, then
+   * the meta.
    */
   #writeLocal(meta: CheckpointMeta): void {
     const b = this.#behind;
@@ -314,12 +320,13 @@ export class RocksTaskState implements TaskState {
       return;
     }
     if (b.due)
-      b.flush(FLUSH_BATCH_OPS, (ops, last) => {
-        if (!this.rocks.isOpen) return false;
-        const stored = last ? flushedMeta(this.#stored, meta, this.#deferrable) : undefined;
-        this.rocks.writeSync(ops, stored && encodeCheckpointMeta(stored));
-        if (stored) this.#stored = stored;
-        return true;
+      b.flush(FLUSH_BATCH_OPS, {
+        write: (ops) => this.rocks.isOpen && this.rocks.writeOffThread(ops),
+        done: () => {
+          const stored = flushedMeta(this.#stored, meta, this.#deferrable);
+          this.rocks.writeSync([], encodeCheckpointMeta(stored));
+          this.#stored = stored;
+        },
       });
     if (this.#pendingLast.size === 0) return; // nothing went to a changelog: nothing to write
     const stored = storedMeta(this.#stored, meta, [...this.#pendingLast.keys()], this.#deferrable);
@@ -367,6 +374,8 @@ export class RocksTaskState implements TaskState {
   async close(opts: { clean?: boolean } = {}): Promise<void> {
     this.flushCacheMetrics();
     this.#ctx.metrics.stateStoreBytes.remove({ app: this.#ctx.appId, task: this.#taskId });
+    // A flush in flight lands first: the writes that waited behind it are newer.
+    await this.#behind.settled();
     if (opts.clean) this.#writeBehind();
     this.cache.clear();
     await this.rocks.close();

@@ -1,5 +1,15 @@
 import type { CheckpointMeta } from '../state/checkpoint-meta.js';
 import type { WriteOp } from '../state/rocks-store.js';
+import type { LatinOps } from '../state/rocks-writer-format.js';
+
+/**
+ * Where a flush in steps goes: `write` takes one batch and may settle later (false: the store is
+ * gone, the flush stops); `done`, once every batch is in, writes the meta entry that says so.
+ */
+export interface FlushSink {
+  write(ops: LatinOps): Promise<void> | false;
+  done(): void;
+}
 
 /** Keys per RocksDB batch of a flush in steps (about 4 ms of the processing thread each). */
 export const FLUSH_BATCH_OPS = 2048;
@@ -44,6 +54,8 @@ export class WriteBehind {
   #flushing: Map<string, Map<string, string | null>> | undefined;
   /** What stopped the flush in steps (a write that failed); its writes still wait. */
   failed: unknown;
+  /** Settles when the flush in steps that began last is over. */
+  #settled: Promise<void> = Promise.resolve();
 
   /**
    * `maxRecords`: changelog records that may wait (0: none); `maxBytes()`: the memory they may hold
@@ -133,15 +145,15 @@ export class WriteBehind {
   /**
    * Hands what waits now to RocksDB in batches of `batchOps`, one batch per turn of the event
    * loop, so that a large flush (100,000 keys of a keyed count took 230 ms in one batch) does
-   * not hold the processing thread and the answers of the checkpoints waiting on it. `write`
-   * writes a batch (`last`: the final one, which goes with the meta entry saying that RocksDB
-   * holds all of it); it returns false when the store is gone (the flush stops). Until the last
-   * batch is written, what was taken keeps answering reads under the writes that came after it,
-   * and a crash replays the changelogs from the meta entry before the flush: a value store's
-   * records replayed over newer values end at the same values. A write that throws stops the
+   * not hold the processing thread. `sink.write` takes a batch and may settle later (the writer
+   * thread writes them in order while the next is taken; false: the store is gone, the flush
+   * stops); once every batch is in, `sink.done` writes the meta entry saying that RocksDB holds
+   * all of it. Until then, what was taken keeps answering reads under the writes that came after
+   * it, and a crash replays the changelogs from the meta entry before the flush: a value store's
+   * records replayed over newer values end at the same values. A write that fails stops the
    * flush and is kept in {@link failed}; its writes keep waiting (a clean close writes them).
    */
-  flush(batchOps: number, write: (ops: WriteOp[], last: boolean) => boolean): void {
+  flush(batchOps: number, sink: FlushSink): void {
     if (this.#flushing !== undefined) return;
     const taken = this.#stores;
     this.#flushing = taken;
@@ -149,27 +161,75 @@ export class WriteBehind {
     this.#records = 0;
     this.#bytes = 0;
     const entries = (function* () {
-      for (const [store, m] of taken) for (const [k, v] of m) yield opOf(store, k, v);
+      for (const [store, m] of taken) for (const [k, v] of m) yield [store, k, v] as const;
     })();
     let next = entries.next();
+    let resolve!: () => void;
+    this.#settled = new Promise<void>((r) => {
+      resolve = r;
+    });
+    let sent = false; // no more batches will be handed over
+    let stopped = false; // the store is gone: nothing more happens
+    let pending = 0;
+    let error: unknown;
+    const over = () => {
+      if (!sent || pending > 0) return;
+      if (this.#flushing === taken && !stopped) {
+        try {
+          if (error !== undefined) throw error;
+          sink.done();
+          this.#flushing = undefined;
+        } catch (e) {
+          this.failed = e;
+          this.#restore(taken);
+        }
+      }
+      resolve();
+    };
+    const written = () => {
+      pending--;
+      over();
+    };
+    const failed = (e: unknown) => {
+      error ??= e;
+      written();
+    };
     const step = () => {
-      if (this.#flushing !== taken) return; // cleared: the task's state was dropped or written whole
-      const ops: WriteOp[] = [];
-      while (!next.done && ops.length < batchOps) {
-        ops.push(next.value);
+      // Cleared (the task's state was dropped or written whole) or failed: nothing more is sent.
+      if (this.#flushing !== taken || error !== undefined) {
+        sent = true;
+        return over();
+      }
+      const ops: LatinOps = { stores: [], keys: [], values: [] };
+      while (!next.done && ops.keys.length < batchOps) {
+        const [store, k, v] = next.value;
+        ops.stores.push(store);
+        ops.keys.push(k);
+        ops.values.push(v);
         next = entries.next();
       }
+      let w: Promise<void> | false;
       try {
-        if (!write(ops, next.done === true)) return;
+        w = sink.write(ops);
       } catch (e) {
-        this.failed = e;
-        this.#restore(taken);
-        return;
+        w = Promise.reject(e);
       }
-      if (next.done) this.#flushing = undefined;
-      else setImmediate(step);
+      if (w === false) stopped = true;
+      else {
+        pending++;
+        w.then(written, failed);
+      }
+      if (next.done || stopped) {
+        sent = true;
+        over();
+      } else setImmediate(step);
     };
     setImmediate(step);
+  }
+
+  /** Settles when the flush in steps under way (if any) is over, written or failed. */
+  settled(): Promise<void> {
+    return this.#flushing === undefined ? Promise.resolve() : this.#settled;
   }
 
   /** A failed flush's writes wait again, under those that came after them. */

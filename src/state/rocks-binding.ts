@@ -64,6 +64,8 @@ export interface ColumnFamilyOptions {
 export interface RawOpenOptions extends ColumnFamilyOptions {
   columns: Record<string, ColumnFamilyOptions>;
   createIfMissing?: boolean;
+  /** ZSTD on the write-ahead log (the binding's default: true). */
+  walCompression?: boolean;
 }
 
 export interface RawRange {
@@ -92,6 +94,8 @@ export interface RawIterator {
 export interface RawDb {
   readonly status: 'opening' | 'open' | 'closing' | 'closed';
   readonly columns: Record<string, ColumnHandle>;
+  /** The native database, for another thread of this process (rocks-writer.ts); open only. */
+  readonly handle: bigint;
   open(options: RawOpenOptions): Promise<void>;
   close(): Promise<void>;
   batch(): RawChainedBatch;

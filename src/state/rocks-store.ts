@@ -11,6 +11,8 @@ import {
   type RawRange,
   unwrapRawError,
 } from './rocks-binding.js';
+import { writeOffThread } from './rocks-writer.js';
+import type { LatinOps } from './rocks-writer-format.js';
 
 /** The internal column family holding the checkpoint meta entry. */
 export const META_STORE = '__meta';
@@ -237,6 +239,34 @@ export class RocksStore {
     this.writeSync(ops, meta);
   }
 
+  /**
+   * Writes `ops` as one atomic batch on the RocksDB writer thread (rocks-writer.ts), in the order
+   * sent; reads see them once it settles. {@link close} waits for every batch in flight.
+   */
+  writeOffThread(ops: LatinOps): Promise<void> {
+    this.assertOpen('write');
+    // An unknown store throws before anything is sent, as in writeSync.
+    for (let i = 0, last = ''; i < ops.stores.length; i++)
+      if (ops.stores[i] !== last) this.column((last = ops.stores[i]!));
+    this.writeCount++;
+    const p = writeOffThread(this.db.handle, ops).finally(() => {
+      // A read that overlapped the write may have seen the database before it.
+      this.writeCount++;
+      this.inFlight.delete(p);
+    });
+    this.inFlight.add(p);
+    return p.catch((err) => {
+      throw toStateError(err, this.dir, 'write', this.opts.taskId);
+    });
+  }
+
+  /** Batches on the writer thread: the database stays open until they are answered. */
+  private readonly inFlight = new Set<Promise<void>>();
+
+  private async settled(): Promise<void> {
+    while (this.inFlight.size > 0) await Promise.allSettled([...this.inFlight]);
+  }
+
   /** {@link write}, on the calling thread (the binding writes synchronously either way). */
   writeSync(ops: readonly WriteOp[], meta?: Buffer): void {
     this.assertOpen('write');
@@ -340,6 +370,7 @@ export class RocksStore {
   async wipeAll(): Promise<void> {
     this.assertOpen('wipe');
     this.writeCount++;
+    await this.settled();
     try {
       await this.db.close();
     } catch {
@@ -387,6 +418,7 @@ export class RocksStore {
     if (this.closed) return;
     this.closed = true;
     try {
+      await this.settled();
       await this.db.close();
     } catch (err) {
       throw toStateError(err, this.dir, 'close', this.opts.taskId);

@@ -94,6 +94,56 @@ test('rocks store should keep data and meta across a reopen', async (t) => {
   assert.ok(again.approximateSize() > 0);
 });
 
+test('rocks store should write batches on the writer thread, in order, every byte value kept', async (t) => {
+  const s = scope(t);
+  const db = await s.open(s.dir(), ['a', 'b']);
+  // Keys and values as latin1 strings, one char per byte: all 256 byte values go through.
+  const bytes = Buffer.from(Array.from({ length: 256 }, (_, i) => i));
+  const latin = bytes.toString('latin1');
+  await db.writeOffThread({
+    stores: ['a', 'a', 'b'],
+    keys: [latin, 'gone', 'x'],
+    values: ['v1', 'old', latin],
+  });
+  const before = db.writes;
+  // Sent without waiting: the thread writes them in order, the later one wins.
+  const first = db.writeOffThread({ stores: ['a', 'a'], keys: ['gone', 'x'], values: [null, 'first'] });
+  const second = db.writeOffThread({ stores: ['a'], keys: ['x'], values: ['second'] });
+  assert.ok(db.writes > before, 'a read overlapping the writes can tell');
+  await Promise.all([first, second]);
+  assert.equal(db.getSync('a', bytes)?.toString(), 'v1');
+  assert.deepEqual(db.getSync('b', k('x')), bytes);
+  assert.equal(db.getSync('a', k('gone')), undefined, 'a null value deletes');
+  assert.equal(db.getSync('a', k('x'))?.toString(), 'second');
+  assert.throws(
+    () => db.writeOffThread({ stores: ['a', 'nope'], keys: ['1', '2'], values: ['1', '2'] }),
+    /unknown state store "nope"/,
+    'an unknown store throws before anything is sent',
+  );
+  assert.equal(db.getSync('a', k('1')), undefined);
+});
+
+test('rocks store should close only after the batches on the writer thread are written', async (t) => {
+  const s = scope(t);
+  const dir = s.dir();
+  const db = await RocksStore.open({ dir, stores: ['counts'] });
+  const n = 20_000;
+  const sent: Array<Promise<void>> = [];
+  for (let b = 0; b < 10; b++) {
+    const keys = Array.from({ length: n / 10 }, (_, i) => `key-${b * (n / 10) + i}`);
+    sent.push(db.writeOffThread({ stores: keys.map(() => 'counts'), keys, values: keys }));
+  }
+  await db.close(); // not waiting for `sent` first
+  await Promise.all(sent);
+  assert.throws(() => db.writeOffThread({ stores: ['counts'], keys: ['k'], values: ['v'] }), StateIoError);
+  const again = await s.open(dir, ['counts']);
+  const values = again.getManySync('counts', [k('key-0'), k(`key-${n - 1}`)]);
+  assert.deepEqual(
+    values.map((v) => v?.toString()),
+    ['key-0', `key-${n - 1}`],
+  );
+});
+
 test('rocks store should refuse a second open in this process', async (t) => {
   const s = scope(t);
   const dir = s.dir();
