@@ -97,11 +97,6 @@ export class RocksTaskState implements TaskState {
     return v === undefined ? this.rocks.getSync(store, key) : (v ?? undefined);
   }
 
-  /** True while a flush of waiting writes is on its way to RocksDB. */
-  get flushing(): boolean {
-    return this.#behind.flushing;
-  }
-
   /** Committed writes of `store` that RocksDB has not taken yet (the test driver's state views). */
   unwritten(store: string): Iterable<WriteOp> {
     return this.#behind.of(store);
@@ -374,6 +369,8 @@ export class RocksTaskState implements TaskState {
   async close(opts: { clean?: boolean } = {}): Promise<void> {
     this.flushCacheMetrics();
     this.#ctx.metrics.stateStoreBytes.remove({ app: this.#ctx.appId, task: this.#taskId });
+    // A reset or a fenced task leaves what waits to the changelogs: no more of a flush is sent.
+    if (!opts.clean) this.#behind.clear();
     // A flush in flight lands first: the writes that waited behind it are newer.
     await this.#behind.settled();
     if (opts.clean) this.#writeBehind();

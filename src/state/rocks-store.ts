@@ -11,8 +11,8 @@ import {
   type RawRange,
   unwrapRawError,
 } from './rocks-binding.js';
-import { writeOffThread } from './rocks-writer.js';
-import type { LatinOps } from './rocks-writer-format.js';
+import { writeOffThread, writerUsable } from './rocks-writer.js';
+import { type LatinOps, toWriteOps } from './rocks-writer-format.js';
 
 /** The internal column family holding the checkpoint meta entry. */
 export const META_STORE = '__meta';
@@ -241,13 +241,18 @@ export class RocksStore {
 
   /**
    * Writes `ops` as one atomic batch on the RocksDB writer thread (rocks-writer.ts), in the order
-   * sent; reads see them once it settles. {@link close} waits for every batch in flight.
+   * sent; reads see them once it settles. {@link close} waits for every batch in flight. Where
+   * the thread could not start, writes them at once on this thread.
    */
   writeOffThread(ops: LatinOps): Promise<void> {
     this.assertOpen('write');
     // An unknown store throws before anything is sent, as in writeSync.
     for (let i = 0, last = ''; i < ops.stores.length; i++)
       if (ops.stores[i] !== last) this.column((last = ops.stores[i]!));
+    if (!writerUsable()) {
+      this.writeSync(toWriteOps(ops));
+      return Promise.resolve();
+    }
     this.writeCount++;
     const p = writeOffThread(this.db.handle, ops).finally(() => {
       // A read that overlapped the write may have seen the database before it.

@@ -22,7 +22,7 @@ const binding = createRequire(import.meta.url)('@nxtedition/rocksdb/binding') as
 const noop = () => {};
 
 function write(req: WriteRequest): void {
-  // No cache of handles: a closed database's address may be reused by the next one opened.
+  // Looked up for every batch: the thread keeps nothing of a database between batches.
   const db = binding.db_init(req.handle);
   // On an open database the binding only returns its column families.
   const columns = binding.db_open(db, {}, noop);
@@ -43,6 +43,7 @@ function write(req: WriteRequest): void {
   }
 }
 
+parentPort!.postMessage('ready');
 parentPort!.on('message', (req: WriteRequest) => {
   let res: WriteResult;
   try {

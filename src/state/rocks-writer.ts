@@ -25,28 +25,60 @@ interface Waiting {
   reject(e: unknown): void;
 }
 
-let worker: Worker | undefined;
-let nextId = 1;
-const waiting = new Map<number, Waiting>();
+/** One thread and the batches it was sent: only its own answers or its exit settle them. */
+interface Thread {
+  worker: Worker;
+  waiting: Map<number, Waiting>;
+  /** It loaded the binding (its first message). */
+  ready: boolean;
+}
 
-function start(): Worker {
-  const w = new Worker(new URL('./rocks-writer-thread.js', import.meta.url), { name: 'sluice-rocks-writer' });
-  w.on('message', (res: WriteResult) => {
-    const d = waiting.get(res.id);
-    if (d === undefined) return;
-    waiting.delete(res.id);
-    if (res.error) d.reject(new RocksWriteError(res.error.message, res.error.code));
-    else d.resolve();
-    if (waiting.size === 0) w.unref();
-  });
-  const gone = (err: Error) => {
-    if (worker === w) worker = undefined;
-    for (const d of waiting.values()) d.reject(err);
-    waiting.clear();
+let current: Thread | undefined;
+let nextId = 1;
+/** Why the thread could not start (the binding failed to load in it): writes stay on the caller's thread. */
+let broken: Error | undefined;
+
+let script = new URL('./rocks-writer-thread.js', import.meta.url);
+
+/** Tests: the threads started from now on run `url` instead. */
+export function useWriterScript(url: URL): void {
+  script = url;
+}
+
+function start(): Thread {
+  const t: Thread = {
+    worker: new Worker(script, { name: 'sluice-rocks-writer' }),
+    waiting: new Map(),
+    ready: false,
   };
-  w.on('error', gone);
-  w.on('exit', (code) => gone(new Error(`the RocksDB writer thread exited (code ${code})`)));
-  return w;
+  t.worker.on('message', (res: WriteResult | 'ready') => {
+    if (res === 'ready') t.ready = true;
+    else {
+      const d = t.waiting.get(res.id);
+      t.waiting.delete(res.id);
+      if (res.error) d?.reject(new RocksWriteError(res.error.message, res.error.code));
+      else d?.resolve();
+    }
+    if (t.waiting.size === 0) t.worker.unref();
+  });
+  t.worker.on('error', (err) => {
+    // Retired: the next batch goes to a new thread. Its own batches settle at its exit, when
+    // it surely writes no more.
+    if (current === t) current = undefined;
+    if (!t.ready) broken = err;
+  });
+  t.worker.on('exit', (code) => {
+    if (current === t) current = undefined;
+    const err = new Error(`the RocksDB writer thread exited (code ${code})`);
+    for (const d of t.waiting.values()) d.reject(err);
+    t.waiting.clear();
+  });
+  return t;
+}
+
+/** False once the thread failed to start: write on the calling thread instead. */
+export function writerUsable(): boolean {
+  return broken === undefined;
 }
 
 /**
@@ -56,11 +88,12 @@ function start(): Worker {
 export function writeOffThread(handle: bigint, ops: LatinOps): Promise<void> {
   if (ops.keys.length === 0) return Promise.resolve();
   const { stores, buf } = pack(ops);
-  worker ??= start();
+  current ??= start();
+  const t = current;
   const id = nextId++;
-  const done = new Promise<void>((resolve, reject) => waiting.set(id, { resolve, reject }));
-  worker.ref();
+  const done = new Promise<void>((resolve, reject) => t.waiting.set(id, { resolve, reject }));
+  t.worker.ref();
   const req: WriteRequest = { id, handle, stores, buf };
-  worker.postMessage(req, [buf]);
+  t.worker.postMessage(req, [buf]);
   return done;
 }
