@@ -11,7 +11,7 @@ export interface FlushSink {
   done(): void;
 }
 
-/** Keys per RocksDB batch of a flush in steps (about 4 ms of the processing thread each). */
+/** Keys per RocksDB batch of a flush in steps: one packed buffer for the writer thread per turn. */
 export const FLUSH_BATCH_OPS = 2048;
 
 /** What a waiting key costs besides its key and value bytes (two string headers, the map entry). */

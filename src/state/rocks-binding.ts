@@ -64,8 +64,6 @@ export interface ColumnFamilyOptions {
 export interface RawOpenOptions extends ColumnFamilyOptions {
   columns: Record<string, ColumnFamilyOptions>;
   createIfMissing?: boolean;
-  /** ZSTD on the write-ahead log (the binding's default: true). */
-  walCompression?: boolean;
 }
 
 export interface RawRange {

@@ -1,5 +1,5 @@
 /**
- * How a batch travels to the RocksDB writer thread: one transferred buffer of ops, each a 11-byte
+ * How a batch travels to the RocksDB writer thread: one transferred buffer of ops, each an 11-byte
  * header (kind: 0 put, 1 delete; the store's index in the request's `stores`; key and value
  * lengths) and its key and value bytes.
  */
