@@ -1,5 +1,5 @@
 import type { CheckpointMeta } from '../state/checkpoint-meta.js';
-import type { WriteOp } from '../state/rocks-store.js';
+import { latinOp, type WriteOp } from '../state/rocks-store.js';
 import type { LatinOps } from '../state/rocks-writer-format.js';
 
 /**
@@ -121,8 +121,8 @@ export class WriteBehind {
   *of(store: string): Iterable<WriteOp> {
     const m = this.#stores.get(store);
     const f = this.#flushing?.get(store);
-    if (f !== undefined) for (const [k, v] of f) if (!m?.has(k)) yield opOf(store, k, v);
-    if (m !== undefined) for (const [k, v] of m) yield opOf(store, k, v);
+    if (f !== undefined) for (const [k, v] of f) if (!m?.has(k)) yield latinOp(store, k, v);
+    if (m !== undefined) for (const [k, v] of m) yield latinOp(store, k, v);
   }
 
   /** Every op waiting, for one RocksDB batch; they are forgotten once the batch is written ({@link clear}). */
@@ -245,10 +245,6 @@ export class WriteBehind {
         }
     }
   }
-}
-
-function opOf(store: string, k: string, v: string | null): WriteOp {
-  return { store, key: Buffer.from(k, 'latin1'), value: v === null ? null : Buffer.from(v, 'latin1') };
 }
 
 /**

@@ -12,7 +12,7 @@ import {
   unwrapRawError,
 } from './rocks-binding.js';
 import { writeOffThread, writerUsable } from './rocks-writer.js';
-import { type LatinOps, toWriteOps } from './rocks-writer-format.js';
+import type { LatinOps } from './rocks-writer-format.js';
 
 /** The internal column family holding the checkpoint meta entry. */
 export const META_STORE = '__meta';
@@ -68,6 +68,11 @@ export interface WriteOp {
   key: Buffer;
   /** `null` deletes the key. */
   value: Buffer | null;
+}
+
+/** An op from latin1 strings (one char per byte; `null` deletes), as the write-behind keeps them. */
+export function latinOp(store: string, k: string, v: string | null): WriteOp {
+  return { store, key: Buffer.from(k, 'latin1'), value: v === null ? null : Buffer.from(v, 'latin1') };
 }
 
 export interface ScanOptions {
@@ -250,7 +255,7 @@ export class RocksStore {
     for (let i = 0, last = ''; i < ops.stores.length; i++)
       if (ops.stores[i] !== last) this.column((last = ops.stores[i]!));
     if (!writerUsable()) {
-      this.writeSync(toWriteOps(ops));
+      this.writeSync(ops.keys.map((k, i) => latinOp(ops.stores[i]!, k, ops.values[i]!)));
       return Promise.resolve();
     }
     this.writeCount++;

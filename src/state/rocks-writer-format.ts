@@ -58,18 +58,6 @@ export function pack(ops: LatinOps): { stores: string[]; buf: ArrayBuffer } {
   return { stores, buf: buf.buffer as ArrayBuffer };
 }
 
-/** The ops as Buffers, for a write on the calling thread. */
-export function toWriteOps(ops: LatinOps): Array<{ store: string; key: Buffer; value: Buffer | null }> {
-  return ops.keys.map((k, i) => {
-    const v = ops.values[i]!;
-    return {
-      store: ops.stores[i]!,
-      key: Buffer.from(k, 'latin1'),
-      value: v === null ? null : Buffer.from(v, 'latin1'),
-    };
-  });
-}
-
 /** Calls `op` for each op of a packed buffer, with views of its bytes (no copy). */
 export function unpack(buf: Buffer, op: (store: number, key: Buffer, value: Buffer | null) => void): void {
   let at = 0;
