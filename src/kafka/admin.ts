@@ -1,15 +1,26 @@
 import './kafkajs-preload.js';
 import { createRequire } from 'node:module';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { type Admin, AssignerProtocol, type Kafka } from 'kafkajs';
 import { SluiceError } from '../errors.js';
+import { isBrokerUnreachable } from './error-chain.js';
+import { type OffsetFetchStableResult, protocolError, UNSTABLE_OFFSET_COMMIT } from './kafkajs-txn-v3.js';
 import { createKafkajsCluster } from './partition-reader.js';
 import type { MemberInfo } from './task-assigner.js';
+import { withTimeout } from './timeout.js';
 import type { TopicPartitionOffset, TopicSpec } from './types.js';
+
+/** The first wait of {@link KafkaAdmin.committedOffsetsStable} before it asks again; it doubles. */
+const STABLE_FIRST_BACKOFF_MS = 50;
+/** The longest wait between two asks of {@link KafkaAdmin.committedOffsetsStable}. */
+const STABLE_MAX_BACKOFF_MS = 1000;
 
 /** What Sluice asks of Kafka's admin API, in Sluice's terms. */
 export class KafkaAdmin {
   readonly #admin: Admin;
   readonly #kafka: Kafka | undefined;
+  /** A kafkajs cluster of `#kafka`, connected on first use (see {@link committedOffsetsStable}). */
+  #cluster: Promise<any> | undefined;
   /** `kafka`: the client the admin was made from (for requests kafkajs's admin lacks). */
   constructor(admin: Admin, kafka?: Kafka) {
     this.#admin = admin;
@@ -92,6 +103,103 @@ export class KafkaAdmin {
         metadata: p.metadata ?? null,
       })),
     );
+  }
+
+  /**
+   * The group's committed offsets of the partitions given (`-1` where none), as
+   * {@link committedOffsets} answers them, but never one that an open transaction is about to
+   * replace: OffsetFetch v7 with `require_stable` (kafkajs-txn-v3.ts), which answers such a
+   * partition with UNSTABLE_OFFSET_COMMIT until that transaction commits or aborts. A task that
+   * started from the older offset would process again what the transaction's records already
+   * hold (exactly-once v2, where one transaction carries the offsets of many tasks). Asks again
+   * after 50 ms, doubling to 1 s, until `timeoutMs` has passed, then throws `SLUICE_KAFKA` naming
+   * the partitions still unstable; a coordinator that moved, is loading or is unreachable is
+   * looked up anew within the same time. Any other error of the group or of a partition throws
+   * at once (a partition's carries its `topic` and `partition`). Kafka ≥ 2.5.
+   */
+  async committedOffsetsStable(
+    groupId: string,
+    topicPartitions: ReadonlyArray<{ topic: string; partitions: readonly number[] }>,
+    opts: { timeoutMs: number },
+  ): Promise<TopicPartitionOffset[]> {
+    const deadline = Date.now() + opts.timeoutMs;
+    const topics = topicPartitions.map((t) => ({
+      topic: t.topic,
+      partitions: t.partitions.map((partition) => ({ partition })),
+    }));
+    let coordinator: any;
+    const ask = async (): Promise<OffsetFetchStableResult> => {
+      const cluster = await this.#groupCluster();
+      coordinator ??= await cluster.findGroupCoordinator({ groupId });
+      return coordinator.offsetFetchStable({ groupId, topics });
+    };
+    const expired = new Error('expired');
+    let unstable: string[] = [];
+    let lastError: unknown;
+    const gaveUp = () => {
+      const why =
+        unstable.length > 0
+          ? `${unstable.join(', ')} stayed unstable (UNSTABLE_OFFSET_COMMIT: a transaction holding offsets for ${unstable.length === 1 ? 'it' : 'them'} is still open)`
+          : `no answer from the group coordinator${lastError === undefined ? '' : ` (${(lastError as Error).message})`}`;
+      return new SluiceError(
+        'SLUICE_KAFKA',
+        `group ${groupId}'s committed offsets: ${why} after ${opts.timeoutMs} ms`,
+        { retriable: true, ...(lastError === undefined ? {} : { cause: lastError }) },
+      );
+    };
+    for (let backoff = STABLE_FIRST_BACKOFF_MS; ; backoff = Math.min(backoff * 2, STABLE_MAX_BACKOFF_MS)) {
+      try {
+        const r = await withTimeout(ask(), deadline - Date.now(), () => expired);
+        const out: TopicPartitionOffset[] = [];
+        const now: string[] = [];
+        for (const t of r.responses)
+          for (const p of t.partitions) {
+            if (p.errorCode === UNSTABLE_OFFSET_COMMIT) now.push(`${t.topic}:${p.partition}`);
+            else if (p.errorCode !== 0)
+              throw Object.assign(protocolError(p.errorCode), { topic: t.topic, partition: p.partition });
+            else
+              out.push({
+                topic: t.topic,
+                partition: p.partition,
+                offset: p.offset,
+                metadata: p.metadata || null,
+              });
+          }
+        if (now.length === 0) return out;
+        unstable = now;
+        lastError = undefined;
+      } catch (e) {
+        if (e === expired) throw gaveUp();
+        // NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, a lost connection.
+        if (!isBrokerUnreachable(e)) throw e;
+        coordinator = undefined;
+        lastError = e;
+      }
+      const left = deadline - Date.now();
+      if (left <= 0) throw gaveUp();
+      await sleep(Math.min(backoff, left));
+    }
+  }
+
+  /**
+   * A kafkajs cluster of this admin's client (kafkajs's admin keeps its own private), connected on
+   * first use and until {@link close}; a failed connect is forgotten, so the next call tries again.
+   */
+  #groupCluster(): Promise<any> {
+    const kafka = this.#kafka;
+    if (!kafka) throw new Error('committedOffsetsStable needs the KafkaAdmin made by KafkaClient.admin()');
+    if (this.#cluster === undefined) {
+      const p = (async () => {
+        const cluster = createKafkajsCluster(kafka);
+        await cluster.connect();
+        return cluster;
+      })();
+      this.#cluster = p;
+      p.catch(() => {
+        if (this.#cluster === p) this.#cluster = undefined;
+      });
+    }
+    return this.#cluster;
   }
 
   /** Deletes the records of `topic` before `offset` in each partition given (Kafka's DeleteRecords). */
@@ -180,7 +288,12 @@ export class KafkaAdmin {
   }
 
   async close(): Promise<void> {
-    await this.#admin.disconnect();
+    const cluster = this.#cluster;
+    this.#cluster = undefined;
+    await Promise.all([
+      this.#admin.disconnect(),
+      cluster?.then((c) => c.disconnect()).catch(() => undefined),
+    ]);
   }
 }
 

@@ -2,11 +2,13 @@
  * What must be in place before kafkajs 2.2.4 loads: the fixed read_committed filter
  * (aborted-filter.ts), the in-place fetch decoder and numeric Batch offset filter
  * (fetch-decoder.ts, after the filter), the linear producer grouping (kafkajs-patch.ts), the
- * one-buffer produce request encoder (produce-encoder.ts) and static group
- * membership (kafkajs-static.ts, last: it loads kafkajs's consumer and index). Every file of
- * src/kafka that imports kafkajs imports this first, so that whichever is evaluated first, kafkajs
- * loads patched. {@link assertKafkajsPatched} (called by every KafkaClient) fails the worker at
- * start when any of them did not install, or kafkajs is not the version they were written for.
+ * one-buffer produce request encoder (produce-encoder.ts), static group membership
+ * (kafkajs-static.ts, last: it loads kafkajs's consumer and index), and TxnOffsetCommit v3 and
+ * OffsetFetch v7 for exactly-once v2 (kafkajs-txn-v3.ts, on Broker's prototype: in any order).
+ * Every file of src/kafka that imports kafkajs imports this first, so that whichever is evaluated
+ * first, kafkajs loads patched. {@link assertKafkajsPatched} (called by every KafkaClient) fails
+ * the worker at start when any of them did not install, or kafkajs is not the version they were
+ * written for.
  */
 import { createRequire } from 'node:module';
 import { SluiceError } from '../errors.js';
@@ -14,6 +16,7 @@ import { abortedFilterInstalled } from './aborted-filter.js';
 import { batchFilterPatched, fetchDecoderPatched } from './fetch-decoder.js';
 import { kafkajsGroupingPatched, kafkajsProducerPatched, kafkajsSendPatched } from './kafkajs-patch.js';
 import { staticMembershipInstalled, staticMembershipProblem } from './kafkajs-static.js';
+import { txnV3Installed, txnV3Problem } from './kafkajs-txn-v3.js';
 import { produceEncoderPatched } from './produce-encoder.js';
 
 /** The one kafkajs version whose internals src/kafka patches (package.json pins it). */
@@ -48,8 +51,12 @@ export function kafkajsPatchStatus(): KafkajsPatchStatus {
       'record batch decoder (fetch-decoder.ts)': fetchDecoderPatched,
       'consumer batch offset filter (fetch-decoder.ts)': batchFilterPatched,
       'static membership (kafkajs-static.ts)': staticMembershipInstalled,
+      'TxnOffsetCommit v3 and OffsetFetch v7, exactly-once v2 (kafkajs-txn-v3.ts)': txnV3Installed,
     },
-    problems: staticMembershipProblem === undefined ? [] : [`static membership: ${staticMembershipProblem}`],
+    problems: [
+      ...(staticMembershipProblem === undefined ? [] : [`static membership: ${staticMembershipProblem}`]),
+      ...(txnV3Problem === undefined ? [] : [`TxnOffsetCommit v3: ${txnV3Problem}`]),
+    ],
   };
 }
 

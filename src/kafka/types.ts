@@ -68,3 +68,14 @@ export interface KafkaSettings {
     password?: string | undefined;
   };
 }
+
+/**
+ * A group member's place in its group (the Java consumer's `ConsumerGroupMetadata`): an
+ * exactly-once v2 TxnOffsetCommit carries it, and the coordinator refuses one whose generation or
+ * member id is no longer current (KIP-447), which fences a worker that lost its tasks.
+ */
+export interface GroupMetadata {
+  generationId: number;
+  memberId: string;
+  groupInstanceId: string | null;
+}
