@@ -130,6 +130,14 @@ const processing = z
   .object({
     guarantee: z.enum(['exactly_once', 'at_least_once']).default('exactly_once'),
     /**
+     * Exactly-once: what one transaction covers. `task` (EOS v1): one transactional producer per
+     * task, `<appId>-<taskId>`, whose start fences the task's previous owner. `worker` (EOS v2,
+     * KIP-447, as Kafka Streams' exactly_once_v2): one producer per worker commits all its tasks
+     * in one transaction per interval, fenced by the group's generation; fewer transactions, less
+     * broker work, but a new owner waits out a frozen worker's open transaction (10 s at most).
+     */
+    transactions: z.enum(['task', 'worker']).default('worker'),
+    /**
      * How often a task checkpoints (outputs, changelog, offsets). 100 ms as in Kafka Streams under
      * exactly-once: output becomes visible to read_committed readers only at a checkpoint, so this
      * bounds the added latency, while each checkpoint costs a transaction round trip.

@@ -88,7 +88,10 @@ export class KafkaClient {
    * has bumped the epoch, so no earlier producer with the same id can commit any more, and its
    * open transaction is aborted (see {@link TransactionalProducer.fence}).
    */
-  async transactionalProducer(transactionalId: string): Promise<TransactionalProducer> {
+  async transactionalProducer(
+    transactionalId: string,
+    timeoutMs: number = TRANSACTION_TIMEOUT_MS,
+  ): Promise<TransactionalProducer> {
     const p: Producer = this.kafka.producer({
       transactionalId,
       idempotent: true,
@@ -99,11 +102,11 @@ export class KafkaClient {
       // most the Java client allows an idempotent producer.
       maxInFlightRequests: 5,
       allowAutoTopicCreation: false,
-      transactionTimeout: TRANSACTION_TIMEOUT_MS,
+      transactionTimeout: timeoutMs,
       createPartitioner: createKeyPartitioner(),
     });
     await p.connect();
-    const tp = new TransactionalProducer(p, transactionalId);
+    const tp = new TransactionalProducer(p, transactionalId, timeoutMs);
     try {
       await tp.fence();
     } catch (e) {

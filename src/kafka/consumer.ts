@@ -3,9 +3,9 @@ import { createRequire } from 'node:module';
 import type { Consumer, EachBatchPayload, Kafka } from 'kafkajs';
 import { SluiceError } from '../errors.js';
 import type { Logger } from '../ops/logger.js';
-import { isFencedInstance } from './kafkajs-static.js';
+import { type GroupMembership, isFencedInstance } from './kafkajs-static.js';
 import { createTaskAssigner, type MemberInfo, type TaskLayout } from './task-assigner.js';
-import type { InRecord, KafkaSettings, TopicPartitionOffset } from './types.js';
+import type { GroupMetadata, InRecord, KafkaSettings, TopicPartitionOffset } from './types.js';
 
 const require = createRequire(import.meta.url);
 const { KafkaJSError } = require('kafkajs') as typeof import('kafkajs');
@@ -87,6 +87,8 @@ export class GroupConsumer {
   #rejoin = false;
   #leaveOnStop = false;
   #fenced = false;
+  /** kafkajs's ConsumerGroup of the current run (kafkajs-static.ts hands it over). */
+  #group: GroupMembership | undefined;
 
   constructor(kafka: Kafka, settings: KafkaSettings, opts: GroupConsumerOptions, logger: Logger) {
     this.#opts = opts;
@@ -103,6 +105,9 @@ export class GroupConsumer {
       partitionAssigners: [createTaskAssigner(opts.layout, opts.memberInfo, opts.onMembers)],
       retry: { retries: 1000, initialRetryTime: 300, maxRetryTime: 10_000 },
       ...(opts.beforeRejoin === undefined ? {} : { beforeJoin: opts.beforeRejoin }),
+      onGroup: (g) => {
+        this.#group = g;
+      },
       ...(opts.groupInstanceId === undefined
         ? {}
         : { groupInstanceId: opts.groupInstanceId, leaveGroupOnStop: () => this.#leaveOnStop }),
@@ -164,6 +169,17 @@ export class GroupConsumer {
         });
       },
     });
+  }
+
+  /**
+   * The member's generation, member id and instance id as of now (undefined before it joined):
+   * what an exactly-once v2 TxnOffsetCommit carries, so that the coordinator refuses a commit
+   * of a member that is no longer in the group's current generation (KIP-447).
+   */
+  groupMetadata(): GroupMetadata | undefined {
+    const g = this.#group;
+    if (g?.memberId == null || g.generationId == null || g.generationId < 0) return undefined;
+    return { generationId: g.generationId, memberId: g.memberId, groupInstanceId: g.groupInstanceId };
   }
 
   /** Commits offsets through the group (at-least-once). */

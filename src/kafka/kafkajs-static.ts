@@ -43,7 +43,20 @@ declare module 'kafkajs' {
      * it rejoins. kafkajs has no such callback.
      */
     beforeJoin?: () => Promise<void>;
+    /**
+     * Called with each kafkajs ConsumerGroup this consumer makes (installed by
+     * src/kafka/kafkajs-static.ts): its `generationId`, `memberId` and `groupInstanceId` are the
+     * group metadata an exactly-once v2 TxnOffsetCommit carries. kafkajs keeps the object private.
+     */
+    onGroup?: (group: GroupMembership) => void;
   }
+}
+
+/** What a kafkajs ConsumerGroup knows of its membership (its own fields, read live). */
+export interface GroupMembership {
+  readonly generationId: number | null;
+  readonly memberId: string | null;
+  readonly groupInstanceId: string | null;
 }
 
 const require = createRequire(import.meta.url);
@@ -60,6 +73,7 @@ interface MemberSettings {
   groupInstanceId: string | null;
   leaveGroupOnStop: () => boolean;
   beforeJoin: (() => Promise<void>) | undefined;
+  onGroup: ((group: GroupMembership) => void) | undefined;
 }
 
 /** Per kafkajs consumer (its cluster object, made by `Kafka#consumer` for that consumer alone). */
@@ -220,6 +234,7 @@ function patchConsumerGroup(): any {
       this.groupInstanceId = s?.groupInstanceId ?? null;
       this.leaveGroupOnStop = s?.leaveGroupOnStop ?? (() => true);
       this.beforeJoin = s?.beforeJoin;
+      s?.onGroup?.(this as unknown as GroupMembership);
       // kafkajs's heartbeat, with the instance id (it is a closure made by the constructor).
       const self = this as any;
       self[symbolOf(this, 'private:ConsumerGroup:sharedHeartbeat')] = sharedPromiseTo(
@@ -317,6 +332,7 @@ function patchClient(): void {
       groupInstanceId: id ?? null,
       leaveGroupOnStop: config.leaveGroupOnStop ?? (() => false),
       beforeJoin: config.beforeJoin,
+      onGroup: config.onGroup,
     };
     try {
       return original.call(this, config);

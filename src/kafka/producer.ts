@@ -114,6 +114,24 @@ export function isFencedError(e: unknown): boolean {
   );
 }
 
+/**
+ * Broker errors of an exactly-once v2 TxnOffsetCommit (KIP-447) that mean "this member is no
+ * longer in the group's current generation": ILLEGAL_GENERATION 22, UNKNOWN_MEMBER_ID 25,
+ * FENCED_INSTANCE_ID 82. The group moved the worker's tasks (it was frozen past its session, or
+ * a rebalance overtook the commit): Kafka Streams turns them into TaskMigratedException too.
+ */
+const GENERATION_TYPES = new Set(['ILLEGAL_GENERATION', 'UNKNOWN_MEMBER_ID', 'FENCED_INSTANCE_ID']);
+const GENERATION_CODES = new Set([22, 25, 82]);
+
+export function isGenerationFenced(e: unknown): boolean {
+  return someInChain(
+    e,
+    (x) =>
+      (typeof x.type === 'string' && GENERATION_TYPES.has(x.type)) ||
+      (typeof x.code === 'number' && GENERATION_CODES.has(x.code)),
+  );
+}
+
 /** An idempotent producer for at-least-once: send, wait for acks=all. */
 export class PlainProducer {
   readonly #p: Producer;
@@ -140,9 +158,12 @@ export class PlainProducer {
 export class TransactionalProducer {
   readonly id: string;
   readonly #p: Producer;
-  constructor(p: Producer, id: string) {
+  /** The transaction timeout the producer was made with (`transaction.timeout.ms`). */
+  readonly timeoutMs: number;
+  constructor(p: Producer, id: string, timeoutMs = TRANSACTION_TIMEOUT_MS) {
     this.#p = p;
     this.id = id;
+    this.timeoutMs = timeoutMs;
   }
 
   /**
@@ -184,7 +205,7 @@ export class TransactionalProducer {
    *
    * The task calls this when it has processed records, so a checkpoint follows within the commit
    * interval (`commitIntervalMs`). The coordinator aborts a transaction open longer than
-   * {@link TRANSACTION_TIMEOUT_MS}, which fences this producer, so nothing begins ahead when the
+   * its {@link timeoutMs}, which fences this producer, so nothing begins ahead when the
    * interval is over a third of that. A partition of the checkpoint that was not added here is
    * added by the send as before; one added here and not written to gets a marker and nothing
    * else. An Add request that fails other than by a fence leaves the checkpoint to send it again
@@ -193,7 +214,7 @@ export class TransactionalProducer {
    */
   begin(commitIntervalMs: number): void {
     if (this.#ahead !== undefined || this.#committing || this.#closed || this.#last === undefined) return;
-    if (commitIntervalMs > TRANSACTION_TIMEOUT_MS / 3) return;
+    if (commitIntervalMs > this.timeoutMs / 3) return;
     const cluster: Any = producerCluster(this.#p);
     const eos: Any = cluster === undefined ? undefined : transactionalManagerOf(cluster);
     if (eos === undefined) return;
@@ -243,6 +264,18 @@ export class TransactionalProducer {
     // A checkpoint awaits it and meets its error; until then (or without one) it is not unhandled.
     ready.catch(() => undefined);
     this.#ahead = { ready, cluster, eos };
+  }
+
+  /**
+   * Gives up a transaction begun ahead, if any (aborted once its Add requests are answered): no
+   * checkpoint follows soon (the worker rejoins its group), and one left open past the timeout
+   * would be aborted by the coordinator, which fences this producer. The next one begins again.
+   */
+  dropAhead(): void {
+    const ahead = this.#ahead;
+    if (ahead === undefined || this.#committing) return;
+    this.#ahead = undefined;
+    void ahead.ready.then(({ tx }) => tx.abort()).catch(() => undefined);
   }
 
   /** Settles once a transaction begun ahead has its Add requests answered (for tests). */
@@ -426,6 +459,13 @@ export class TransactionalProducer {
  * the producer's epoch (the producer's `transaction.timeout.ms`; Kafka Streams sets 10 s).
  */
 export const TRANSACTION_TIMEOUT_MS = 60_000;
+
+/**
+ * The same for a worker's one producer under exactly-once v2, as Kafka Streams': a new owner of a
+ * task waits out a frozen or dead worker's open transaction (it holds the changelog's last stable
+ * offset) for up to this long, since it cannot fence another worker's transactional id.
+ */
+export const WORKER_TRANSACTION_TIMEOUT_MS = 10_000;
 
 /** kafkajs's coordinator types (protocol/coordinatorTypes.js). */
 const GROUP_COORDINATOR = 0;

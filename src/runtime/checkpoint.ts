@@ -1,9 +1,9 @@
 import { TaskMigratedError } from '../errors.js';
 import {
   isFencedError,
+  isGenerationFenced,
   type PlainProducer,
   type TopicRecords,
-  type TransactionalProducer,
   type WrittenOffsets,
 } from '../kafka/producer.js';
 import type { OutRecord, TopicPartitionOffset } from '../kafka/types.js';
@@ -14,6 +14,7 @@ import { checkpointSize } from './checkpoint-size.js';
 import type { OutputStream } from './output-stream.js';
 import type { TaskProgress } from './task-progress.js';
 import type { TaskState } from './task-state.js';
+import type { TaskTransactions } from './worker-transactions.js';
 
 export interface CheckpointDeps {
   appId: string;
@@ -30,6 +31,11 @@ export interface CheckpointDeps {
   plainProducer: () => Promise<PlainProducer>;
   /** Commits offsets through the group (at-least-once only). */
   commitOffsets: (offsets: TopicPartitionOffset[]) => Promise<void>;
+  /**
+   * Exactly-once v2: the checkpoint goes in its worker's transaction (counted there), and always
+   * commits the task's offsets (unchanged ones again).
+   */
+  sharedTransaction?: boolean;
   /** The task's queue of sends (at-least-once only): early outputs, then the checkpoint's. */
   outputs?: OutputStream;
 }
@@ -44,7 +50,7 @@ export async function writeCheckpoint(
   progress: TaskProgress,
   /** Read where it is used: a reset may take the state away while the commit is in flight. */
   store: () => TaskState | undefined,
-  producer: TransactionalProducer | undefined,
+  producer: TaskTransactions | undefined,
 ): Promise<void> {
   const started = performance.now();
   // The interval runs from a checkpoint's start: records processed while it is in flight are
@@ -70,6 +76,11 @@ export async function writeCheckpoint(
     offset: o.toString(),
     metadata: progress.watermark.metadataOf(topic),
   }));
+  // Exactly-once v2: every task in a transaction commits offsets, so that the group's coordinator
+  // checks the worker's generation on everything the transaction holds (a zombie's transaction
+  // with only this task's timer outputs would otherwise commit). Unchanged offsets go again.
+  if (d.eos && d.sharedTransaction === true && offsets.length === 0)
+    offsets.push(...unchangedOffsets(d, progress));
   let written: WrittenOffsets;
   if (d.eos) {
     try {
@@ -78,10 +89,12 @@ export async function writeCheckpoint(
       // Fenced: another worker's producer of this task has the newer epoch, so it owns the task
       // now (or is fencing to take it). Nothing of this checkpoint committed; the caller closes
       // the task without committing and rejoins, and must not re-init it on its own.
-      if (isFencedError(e)) throw new TaskMigratedError(d.taskId, e);
+      // Exactly-once v2: the group's coordinator refused the offsets of a member no longer in its
+      // generation (KIP-447), the same situation met from the group's side.
+      if (isFencedError(e) || isGenerationFenced(e)) throw new TaskMigratedError(d.taskId, e);
       throw e;
     }
-    d.metrics.txCommits.inc({ app });
+    if (d.sharedTransaction !== true) d.metrics.txCommits.inc({ app });
   } else {
     // After every output sent early (output-stream.ts): the offsets cover their records too.
     written = d.outputs
@@ -111,6 +124,20 @@ export async function writeCheckpoint(
   d.metrics.checkpointDuration.observe({ app }, (performance.now() - started) / 1000);
   d.logger.trace({ outputs: outputCount, offsets }, 'checkpoint');
   d.outputs?.flush(); // what collected while this one's send was on its way
+}
+
+/** The task's current input positions, as offsets to commit again (carrying their event times). */
+function unchangedOffsets(d: CheckpointDeps, progress: TaskProgress): TopicPartitionOffset[] {
+  const out: TopicPartitionOffset[] = [];
+  for (const [topic, o] of progress.next)
+    if (o !== undefined)
+      out.push({
+        topic,
+        partition: d.partition,
+        offset: o.toString(),
+        metadata: progress.watermark.metadataOf(topic),
+      });
+  return out;
 }
 
 /** Outputs written (visible: committed, or sent under at-least-once): counted, their latency observed. */

@@ -8,20 +8,14 @@ import type { Logger } from '../ops/logger.js';
 import type { WorkerMetrics } from '../ops/metrics.js';
 import type { Topology } from '../topology/build.js';
 import { AsyncBudget } from './async-stage.js';
-import { withinSecond } from './deferred.js';
+import { awaitReady, awaitRoom, processInSlices } from './batch-slices.js';
 import type { InputRateMeter } from './input-rate.js';
-import { readAheadBatch } from './read-ahead.js';
+import { checkpointBeforeRejoin } from './rejoin.js';
 import { SliceSize } from './slice-size.js';
 import { Task, type TaskDeps } from './task.js';
 import type { TaskState } from './task-state.js';
 import { deadLetterTopic } from './topics.js';
-
-/**
- * How long a rejoin waits for the checkpoints it starts. A checkpoint is one transaction (tens of
- * milliseconds here); the bound only matters when the broker is slow or gone, and must stay well
- * below the rebalance timeout (60 s), within which the group waits for this member to rejoin.
- */
-const REJOIN_CHECKPOINT_MS = 10_000;
+import type { TaskTransactions, WorkerTransactions } from './worker-transactions.js';
 
 /** Opens a task's state; supplied by the state module (restore.ts). */
 export type OpenState = (
@@ -59,6 +53,8 @@ export interface TaskManagerDeps extends WorkerParts {
   taskFailed: (task: Task, e: unknown) => void;
   /** Bound on a starting task's broker calls after its restore (default in `Task`). */
   startStepTimeoutMs?: number;
+  /** Exactly-once v2: the worker's one producer and its transactions (worker-transactions.ts). */
+  transactions?: WorkerTransactions | undefined;
 }
 
 /**
@@ -111,11 +107,29 @@ export class TaskManager {
       asyncBudget: this.#asyncBudget,
       asyncFailed: (task, e) => d.taskFailed(task, e),
       startStepTimeoutMs: d.startStepTimeoutMs,
+      transactions: d.transactions && ((task) => this.#join(d.transactions!, task)),
     };
+  }
+
+  /** A starting task's handle on the worker's transactions, once its input offsets are stable. */
+  #join(w: WorkerTransactions, task: Task): Promise<TaskTransactions> {
+    const inputs = task.inputTopics.map((topic) => ({ topic, partitions: [task.partition] }));
+    const bound = this.#d.startStepTimeoutMs ?? Math.max(60_000, 2 * this.#d.config.kafka.requestTimeoutMs);
+    return w.join(task.id, inputs, bound);
   }
 
   /** The worker's bound on the bytes of records in its tasks' async stages. */
   readonly #asyncBudget: AsyncBudget;
+
+  /** The generation of the last assignment (exactly-once v2). */
+  #generation: number | undefined;
+  /** True when this assignment's generation is not the one after the last's (the member was out). */
+  #missedGeneration(): boolean {
+    const g = this.#d.consumer()?.groupMetadata()?.generationId;
+    const before = this.#generation;
+    this.#generation = g;
+    return g === undefined || (before !== undefined && g > before + 1);
+  }
 
   /** The chain of assignments: each waits for the one before it to have closed its tasks. */
   #assigning: Promise<void> = Promise.resolve();
@@ -134,14 +148,22 @@ export class TaskManager {
       const sub = topology.subtopologyOf(topic);
       if (sub !== undefined) wanted.set(taskIdOf(sub, partition), { sub, partition });
     }
-    const revoked = [...this.#tasks.keys()].filter((id) => !wanted.has(id));
-    const added = [...wanted.keys()].filter((id) => !this.#tasks.has(id));
-    logger.info({ tasks: [...wanted.keys()].sort(), added, revoked }, 'assignment');
+    // Exactly-once v2: a member that missed a generation (frozen past its session, it was out of
+    // the group) lost every task meanwhile, the ones it gets back too: another member may have
+    // run and committed them, and nothing fences this one's stale state under the new generation
+    // (EOS v1's per-task fence did). They close without committing and start again (Kafka
+    // Streams' onPartitionsLost). A revoked task commits nothing more (beforeRejoin committed
+    // it), or its transaction would carry the new generation, which the coordinator accepts.
+    const v2 = this.#d.transactions !== undefined;
+    const lost = v2 && this.#missedGeneration();
+    const revoked = [...this.#tasks.keys()].filter((id) => lost || !wanted.has(id));
+    const added = [...wanted.keys()].filter((id) => lost || !this.#tasks.has(id));
+    logger.info({ tasks: [...wanted.keys()].sort(), added, revoked, lost }, 'assignment');
     const closing = revoked.map((id) => {
       const t = this.#tasks.get(id)!;
       this.#forget(t);
       // Its folder stays: if the task comes back, it replays only the changelog's tail.
-      return this.#close(t, true).catch((e) =>
+      return this.#close(t, !v2).catch((e) =>
         logger.warn({ err: e, task: id }, 'closing revoked task failed'),
       );
     });
@@ -157,6 +179,7 @@ export class TaskManager {
     const share = this.cacheShare();
     for (const t of this.#tasks.values()) t.stateStore?.resizeCache?.(share);
     this.#updateTaskGauge();
+    this.#d.transactions?.open(revoked); // the revoked tasks are gone: commits may go on
     const before = this.#assigning;
     this.#assigning = (async () => {
       await before;
@@ -166,69 +189,26 @@ export class TaskManager {
     return this.#assigning;
   }
 
-  /**
-   * Waits (in a batch handler) until `task` can process or is gone, heartbeating every second so
-   * the group membership stays alive meanwhile; gives up as soon as `running()` turns false
-   * (kafkajs's disconnect waits for the handler).
-   */
-  async awaitReady(task: Task, heartbeat: () => Promise<void>, running: () => boolean): Promise<void> {
-    const ready = task.whenReady().then(
-      () => true,
-      () => false,
-    );
-    for (;;) {
-      const done = await withinSecond(ready);
-      if (done !== 'tick' || !running() || !this.owns(task)) return;
-      await heartbeat();
-    }
+  /** Waits (in a batch handler) until `task` can process or is gone (batch-slices.ts). */
+  awaitReady(task: Task, heartbeat: () => Promise<void>, running: () => boolean): Promise<void> {
+    return awaitReady(task, heartbeat, () => running() && this.owns(task));
   }
 
-  /** Waits (in a batch handler) until the task's async stages have room again, like {@link awaitReady}. */
-  async awaitRoom(task: Task, heartbeat: () => Promise<void>, running: () => boolean): Promise<void> {
-    while (task.async.backlogged && running() && this.owns(task) && task.state === 'running') {
-      if ((await withinSecond(task.async.room())) === 'tick') await heartbeat();
-    }
+  /** Waits (in a batch handler) until the task's async stages have room again (batch-slices.ts). */
+  awaitRoom(task: Task, heartbeat: () => Promise<void>, running: () => boolean): Promise<void> {
+    return awaitRoom(task, heartbeat, () => running() && this.owns(task));
   }
 
-  /**
-   * Processes a batch of one input partition, in slices: of the async stages' `concurrency` for
-   * a task with async stages (waiting for room before each), else of about 2 ms of processing
-   * ({@link SliceSize}); its keys are read ahead first (read-ahead.ts). Between two slices a due
-   * checkpoint starts (its snapshot holds the slices before it, as Kafka Streams commits between
-   * records) and the event loop runs once: checkpoint answers and timers do not wait for a whole
-   * fetched batch (issue 19: ~10k records, 100 ms). The unprocessed rest of a batch that went
-   * stale, or of a task reset meanwhile (its position moved back), is fetched again.
-   */
-  async processBatch(task: Task, b: BatchContext, running: () => boolean): Promise<number> {
-    const fixed = task.async.chunk > 0 ? task.async.chunk : undefined;
+  /** Processes a batch of one input partition, in slices (batch-slices.ts). */
+  processBatch(task: Task, b: BatchContext, running: () => boolean): Promise<number> {
     let sizer = this.#slices.get(task);
     if (sizer === undefined) this.#slices.set(task, (sizer = new SliceSize()));
-    readAheadBatch(task, b.topic, b.records, fixed ?? sizer.records);
-    const slice = (from: number, to: number): number => {
-      const started = performance.now();
-      const records = from === 0 && to >= b.records.length ? b.records : b.records.slice(from, to);
-      const n = task.process(b.topic, records, b.resolveOffset);
-      sizer.observe(Math.min(to, b.records.length) - from, performance.now() - started);
-      return n;
-    };
-    if (b.records.length <= (fixed ?? sizer.records)) return slice(0, b.records.length);
-    let n = 0;
-    let at: bigint | undefined;
-    for (let i = 0; i < b.records.length; ) {
-      if (i > 0) {
-        if (task.checkpointDue) void this.checkpoint(task);
-        await new Promise<void>((r) => setImmediate(r));
-        if (task.checkpointBacklogged) await task.idle();
-      }
-      if (task.async.backlogged) await this.awaitRoom(task, b.heartbeat, running);
-      if (b.isStale() || !this.owns(task) || task.state !== 'running' || !running()) break;
-      if (i > 0 && task.positionOf(b.topic) !== at) break;
-      const to = i + (fixed ?? sizer.records);
-      n += slice(i, to);
-      i = to;
-      at = task.positionOf(b.topic);
-    }
-    return n;
+    return processInSlices(task, b, running, {
+      sizer,
+      owns: (t) => this.owns(t),
+      checkpoint: (t) => void this.checkpoint(t),
+      awaitRoom: () => this.awaitRoom(task, b.heartbeat, running),
+    });
   }
 
   /**
@@ -322,8 +302,19 @@ export class TaskManager {
 
   /** Checkpoint failures handled: every caller of one checkpoint in flight (ticks, batches) meets it. */
   readonly #handled = new WeakSet<object>();
-  /** Checkpoints a task; one that fails is rebuilt from its last checkpoint (see `Task.reset`). */
-  async checkpoint(task: Task): Promise<void> {
+  /**
+   * Checkpoints a task; one that fails is rebuilt from its last checkpoint (see `Task.reset`).
+   * Exactly-once v2: every running task with work to commit checkpoints now too, into the same
+   * transaction (one per worker and interval, as Kafka Streams commits all of a thread's tasks).
+   */
+  checkpoint(task: Task): Promise<void> {
+    if (this.#d.transactions !== undefined)
+      for (const t of this.#tasks.values())
+        if (t !== task && t.state === 'running' && t.hasPending) void this.#checkpoint(t);
+    return this.#checkpoint(task);
+  }
+
+  async #checkpoint(task: Task): Promise<void> {
     try {
       await task.checkpoint();
     } catch (e) {
@@ -331,7 +322,8 @@ export class TaskManager {
       if (typeof e === 'object' && e !== null) this.#handled.add(e);
       this.#d.metrics.checkpointFailures.inc({ app: this.#d.appId, reason: (e as Error).name ?? 'Error' });
       this.#d.metrics.errors.inc({ app: this.#d.appId, kind: 'checkpoint' });
-      if (this.#d.config.processing.guarantee === 'exactly_once')
+      // (Exactly-once v2: the worker's transactions count theirs.)
+      if (this.#d.config.processing.guarantee === 'exactly_once' && !this.#d.transactions)
         this.#d.metrics.txAborts.inc({ app: this.#d.appId });
       if (!this.owns(task) || !this.#d.isRunning()) return;
       if (e instanceof TaskMigratedError) return this.migrated(task, e);
@@ -342,30 +334,9 @@ export class TaskManager {
     }
   }
 
-  /**
-   * Before this member rejoins the group (eager rebalancing: any of its tasks may move), each
-   * running task takes a checkpoint, as Kafka Streams commits its tasks in onPartitionsRevoked.
-   * So a task handed to another member carries no uncommitted work there to be redone, and the
-   * new owner's fence finds no transaction of ours in flight. A zombie's checkpoints are fenced
-   * here (those tasks close as migrated). Bounded by `REJOIN_CHECKPOINT_MS`.
-   */
-  async beforeRejoin(): Promise<void> {
-    const running = [...this.#tasks.values()].filter((t) => t.state === 'running' && t.hasPending);
-    if (running.length === 0) return;
-    // A checkpoint in flight does not hold what was processed while it ran: wait for it, then
-    // take one more of everything.
-    const all = Promise.all(
-      running.map(async (t) => {
-        await t.idle();
-        await this.checkpoint(t);
-      }),
-    );
-    let timer: NodeJS.Timeout | undefined;
-    const bound = new Promise<void>((r) => {
-      timer = setTimeout(r, REJOIN_CHECKPOINT_MS);
-    });
-    await Promise.race([all, bound]);
-    clearTimeout(timer);
+  /** Before this member rejoins the group, its tasks checkpoint (rejoin.ts). */
+  beforeRejoin(): Promise<void> {
+    return checkpointBeforeRejoin(this.#tasks.values(), (t) => this.checkpoint(t), this.#d.transactions);
   }
 
   /**
@@ -393,7 +364,10 @@ export class TaskManager {
   /** Closes every task (checkpointing first when asked) and forgets them: the worker stops. */
   async closeAll(opts: { checkpoint: boolean }): Promise<void> {
     const tasks = [...this.#tasks.values()];
-    await Promise.all(tasks.map((t) => t.close(opts)));
+    const checkpoint = opts.checkpoint && (this.#d.transactions?.isOpen ?? true); // v2: not mid-rejoin
+    if (!checkpoint) this.#d.transactions?.dropQueued();
+    await Promise.all(tasks.map((t) => t.close({ checkpoint })));
     this.#tasks.clear();
+    await this.#d.transactions?.close();
   }
 }

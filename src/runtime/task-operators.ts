@@ -154,6 +154,7 @@ export function taskParts(d: TaskPartsDeps): {
     groupId: d.groupId,
     partition,
     eos: d.eos,
+    sharedTransaction: d.eos && d.config.processing.transactions === 'worker',
     logger: d.logger,
     metrics,
     deadLetterTopic: d.deadLetterTopic,

@@ -1,6 +1,6 @@
 import type { SluiceConfig } from '../config/schema.js';
 import type { KafkaClient } from '../kafka/client.js';
-import type { PlainProducer, TransactionalProducer } from '../kafka/producer.js';
+import type { PlainProducer } from '../kafka/producer.js';
 import type { InRecord, TopicPartitionOffset } from '../kafka/types.js';
 import type { Logger } from '../ops/logger.js';
 import type { WorkerMetrics } from '../ops/metrics.js';
@@ -22,6 +22,7 @@ import { TaskProgress } from './task-progress.js';
 import type { TaskState } from './task-state.js';
 import { type TaskStateName, transition } from './task-states.js';
 import { overflowTopic } from './topics.js';
+import type { TaskTransactions } from './worker-transactions.js';
 
 export { TASK_STATES, type TaskStateName } from './task-states.js';
 
@@ -49,14 +50,16 @@ export interface TaskDeps {
   asyncBudget?: AsyncBudget;
   /** An async stage's record failed past the error policy; default: the task resets. */
   asyncFailed?: (task: Task, e: unknown) => void;
+  /** Exactly-once v2: the task's handle on its worker's transactions (else its own producer). */
+  transactions?: ((task: Task) => Promise<TaskTransactions>) | undefined;
   /** Bound on a start's broker calls after the restore (default 2 × request timeout, ≥ 60 s). */
   startStepTimeoutMs?: number | undefined;
 }
 
 /**
  * A task: one partition of one sub-topology's input topics. It owns its operators, its keyed
- * state and (under exactly-once) its transactional producer `<appId>-<taskId>`, whose epoch
- * fences any zombie that still thinks it owns the task.
+ * state and (exactly-once v1) its transactional producer `<appId>-<taskId>`, whose epoch fences
+ * any zombie that still thinks it owns the task; under v2 it commits through its worker's.
  *
  * States (allowed moves):
  *     created ──init()──▶ restoring ──▶ running ──close()──▶ closed
@@ -79,7 +82,7 @@ export class Task {
   readonly #afterBatch: () => void;
   readonly #compile: ReturnType<typeof taskParts>['compile'];
   #ops = new Map<string, Op>();
-  #producer: TransactionalProducer | undefined;
+  #producer: TaskTransactions | undefined;
   #store: TaskState | undefined;
   #busy: Promise<void> | undefined;
   #ready: Promise<void> | undefined;
@@ -172,11 +175,8 @@ export class Task {
     this.#state = transition(this.id, this.#state, next);
   }
 
-  /**
-   * Starts the task: fence, restore state, find the input offsets. Called by the task manager
-   * once, when a generation assigns the task to this worker (after the tasks it revoked have
-   * closed); a failed init is retried through {@link reset}.
-   */
+  /** Starts the task: fence, restore state, find the input offsets. Called by the task manager once,
+   *  when a generation assigns it here (after revoked tasks closed); retried through {@link reset}. */
   init(): Promise<void> {
     this.#ready = this.#init();
     this.#ready.then(this.#started.resolve, this.#started.reject);
@@ -196,18 +196,19 @@ export class Task {
     await watchStart(
       this.logger,
       () => this.restoreProgress,
-      (watch) => this.#start(watch),
+      (w) => this.#start(w),
     );
   }
 
   async #start(watch: StartWatch): Promise<void> {
     const started = Date.now();
     // 1. Fence: InitProducerId with the task's transactional id aborts or waits out the previous
-    //    owner's transaction, so the offsets read below are stable (kafkajs has no RequireStable).
-    //    Not for a task closed meanwhile (revoked): it would fence the task's new owner.
+    //    owner's transaction, so the offsets read below are stable (EOS v2: the worker's
+    //    transactions wait for stable offsets). Not for a task closed meanwhile (revoked).
     if (this.isClosed) return;
     if (this.#eos) {
-      this.#producer = await this.#deps.client.transactionalProducer(`${this.#deps.appId}-${this.id}`);
+      const { transactions, client, appId } = this.#deps;
+      this.#producer = await (transactions?.(this) ?? client.transactionalProducer(`${appId}-${this.id}`));
       if (this.isClosed) return this.#release();
     }
     // 2. Local state, replayed from the changelogs to their end.

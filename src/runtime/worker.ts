@@ -27,6 +27,7 @@ import type { Task } from './task.js';
 import { type OpenState, TaskManager, type WorkerParts } from './task-manager.js';
 import type { PartitionPlan } from './topics.js';
 import { prepareAndRecord } from './topology-record.js';
+import { workerTransactions } from './worker-transactions.js';
 
 /**
  * A worker: one member of the app's consumer group, running one task per assigned partition of
@@ -121,6 +122,7 @@ export class Worker {
     };
     this.#manager = new TaskManager({
       ...parts,
+      transactions: workerTransactions(parts, opts.groupInstanceId, () => this.#consumer),
       openState: opts.openState,
       plainProducer: () => (this.#plain ??= this.client.plainProducer()),
       consumer: () => this.#consumer,
@@ -267,6 +269,7 @@ export class Worker {
       lagOf: (topic, partition) => this.#lag.get(`${topic}:${partition}`),
     });
     this.#overload.start();
+    this.addStatusSection('overload', () => this.#overload!.status());
     this.#purge = new RepartitionPurge({
       groupId: this.app.id,
       intervalMs: this.config.processing.repartitionPurgeIntervalMs,
@@ -277,8 +280,6 @@ export class Worker {
       failed: () => this.metrics.errors.inc({ app: this.app.id, kind: 'repartition_purge' }),
     });
     this.#purge.start();
-    const overload = this.#overload;
-    this.addStatusSection('overload', () => overload.status());
     this.#state = 'running';
     this.logger.info({ topics }, 'worker running');
   }

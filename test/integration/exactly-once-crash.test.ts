@@ -45,7 +45,13 @@ async function anyNotReady(workers: Array<WorkerProcess | undefined>): Promise<b
   return states.some((r) => !r);
 }
 
-async function crashRun(t: TestContext, guarantee: 'exactly_once' | 'at_least_once', seed: number) {
+async function crashRun(
+  t: TestContext,
+  guarantee: 'exactly_once' | 'at_least_once',
+  seed: number,
+  /** Exactly-once: `worker` (EOS v2, the default) or `task` (EOS v1, per-task producers). */
+  transactions: 'worker' | 'task' = 'worker',
+) {
   const random = rng(seed);
   const topics = await jobTopics(guarantee === 'exactly_once' ? 't-eos' : 't-alos', 4);
   const { id, input, output } = topics;
@@ -67,7 +73,8 @@ async function crashRun(t: TestContext, guarantee: 'exactly_once' | 'at_least_on
     l.push((l[l.length - 1] ?? 0) + v);
     expected.set(k, l);
   }
-  const args = ['--processing.guarantee', guarantee, '--log-level', 'warn'];
+  const args = ['--processing.guarantee', guarantee, '--processing.transactions', transactions];
+  args.push('--log-level', 'warn');
   const slots = [0, 1, 2].map((i) => ({
     name: `w${i}`,
     stateDir: mkdtempSync(join(tmpdir(), `sluice-${i}-`)),
@@ -135,7 +142,7 @@ async function crashRun(t: TestContext, guarantee: 'exactly_once' | 'at_least_on
 test('exactly-once should survive repeated SIGKILLs of 3 workers: every running sum once, in order, exact', {
   timeout: 480_000,
 }, async (t) => {
-  const { out, cachedOut, expected } = await crashRun(t, 'exactly_once', 42);
+  const { out, cachedOut, expected } = await crashRun(t, 'exactly_once', 42, 'worker');
   assertExactRunningSums(out, expected);
   // The cached aggregate: per key, rising prefix sums (never one twice, never a wrong one),
   // ending with the key's total; fewer records than updates.
@@ -150,6 +157,13 @@ test('exactly-once should survive repeated SIGKILLs of 3 workers: every running 
   for (const [k, sums] of expected) assert.equal(seen.get(k), sums.length, `key ${k}: its last update`);
   t.diagnostic(`cached aggregate: ${cachedOut.length} outputs for ${N} updates`);
   assert.ok(cachedOut.length < N, 'the record cache absorbed updates');
+});
+
+test('exactly-once with a producer per task (EOS v1) should survive the same SIGKILLs', {
+  timeout: 480_000,
+}, async (t) => {
+  const { out, expected } = await crashRun(t, 'exactly_once', 43, 'task');
+  assertExactRunningSums(out, expected);
 });
 
 test('at-least-once should survive repeated SIGKILLs without losing an update', {

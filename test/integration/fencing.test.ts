@@ -50,7 +50,8 @@ test('a live old owner with an open transaction cannot commit once the new owner
   });
 
   // The new owner: a worker given the task. Its init must fence before it restores.
-  const w = group.add(spawnWorker('running-sum', { name: 'new-owner', env, args: ['--log-level', 'info'] }));
+  const args = ['--processing.transactions', 'task', '--log-level', 'info'];
+  const w = group.add(spawnWorker('running-sum', { name: 'new-owner', env, args }));
   await group.step('the new owner runs its tasks', () =>
     eventually(() => allTasksRunning(w, 2), { timeoutMs: 60_000, what: 'tasks running' }),
   );

@@ -1,0 +1,93 @@
+import type { BatchContext } from '../kafka/consumer.js';
+import { withinSecond } from './deferred.js';
+import { readAheadBatch } from './read-ahead.js';
+import type { SliceSize } from './slice-size.js';
+import type { Task } from './task.js';
+
+export interface SliceHooks {
+  /** The task's slice size, from its cost per record. */
+  sizer: SliceSize;
+  /** True while the worker runs `task` (not revoked, not replaced). */
+  owns: (task: Task) => boolean;
+  /** Starts a checkpoint (the task manager's: it handles a failure). */
+  checkpoint: (task: Task) => void;
+  /** Waits until the task's async stages have room, heartbeating meanwhile. */
+  awaitRoom: () => Promise<void>;
+}
+
+/**
+ * Processes a batch of one input partition, in slices: of the async stages' `concurrency` for
+ * a task with async stages (waiting for room before each), else of about 2 ms of processing
+ * ({@link SliceSize}); its keys are read ahead first (read-ahead.ts). Between two slices a due
+ * checkpoint starts (its snapshot holds the slices before it, as Kafka Streams commits between
+ * records) and the event loop runs once: checkpoint answers and timers do not wait for a whole
+ * fetched batch (issue 19: ~10k records, 100 ms). The unprocessed rest of a batch that went
+ * stale, or of a task reset meanwhile (its position moved back), is fetched again.
+ */
+export async function processInSlices(
+  task: Task,
+  b: BatchContext,
+  running: () => boolean,
+  h: SliceHooks,
+): Promise<number> {
+  const fixed = task.async.chunk > 0 ? task.async.chunk : undefined;
+  const sizer = h.sizer;
+  readAheadBatch(task, b.topic, b.records, fixed ?? sizer.records);
+  const slice = (from: number, to: number): number => {
+    const started = performance.now();
+    const records = from === 0 && to >= b.records.length ? b.records : b.records.slice(from, to);
+    const n = task.process(b.topic, records, b.resolveOffset);
+    sizer.observe(Math.min(to, b.records.length) - from, performance.now() - started);
+    return n;
+  };
+  if (b.records.length <= (fixed ?? sizer.records)) return slice(0, b.records.length);
+  let n = 0;
+  let at: bigint | undefined;
+  for (let i = 0; i < b.records.length; ) {
+    if (i > 0) {
+      if (task.checkpointDue) h.checkpoint(task);
+      await new Promise<void>((r) => setImmediate(r));
+      if (task.checkpointBacklogged) await task.idle();
+    }
+    if (task.async.backlogged) await h.awaitRoom();
+    if (b.isStale() || !h.owns(task) || task.state !== 'running' || !running()) break;
+    if (i > 0 && task.positionOf(b.topic) !== at) break;
+    const to = i + (fixed ?? sizer.records);
+    n += slice(i, to);
+    i = to;
+    at = task.positionOf(b.topic);
+  }
+  return n;
+}
+
+/**
+ * Waits (in a batch handler) until `task` can process or is gone, heartbeating every second so
+ * the group membership stays alive meanwhile; gives up as soon as `going()` turns false (the
+ * worker stops, or the task is no longer its own: kafkajs's disconnect waits for the handler).
+ */
+export async function awaitReady(
+  task: Task,
+  heartbeat: () => Promise<void>,
+  going: () => boolean,
+): Promise<void> {
+  const ready = task.whenReady().then(
+    () => true,
+    () => false,
+  );
+  for (;;) {
+    const done = await withinSecond(ready);
+    if (done !== 'tick' || !going()) return;
+    await heartbeat();
+  }
+}
+
+/** Waits (in a batch handler) until the task's async stages have room again, like {@link awaitReady}. */
+export async function awaitRoom(
+  task: Task,
+  heartbeat: () => Promise<void>,
+  going: () => boolean,
+): Promise<void> {
+  while (task.async.backlogged && going() && task.state === 'running') {
+    if ((await withinSecond(task.async.room())) === 'tick') await heartbeat();
+  }
+}

@@ -1,0 +1,383 @@
+import { randomUUID } from 'node:crypto';
+import type { SluiceConfig } from '../config/schema.js';
+import type { KafkaAdmin } from '../kafka/admin.js';
+import type { KafkaClient } from '../kafka/client.js';
+import type { GroupConsumer } from '../kafka/consumer.js';
+import {
+  type TopicRecords,
+  type TransactionalProducer,
+  WORKER_TRANSACTION_TIMEOUT_MS,
+  type WrittenOffsets,
+} from '../kafka/producer.js';
+import { txnGroupMetadata } from '../kafka/txn-group-metadata.js';
+import type { GroupMetadata, OutRecord, TopicPartitionOffset } from '../kafka/types.js';
+import type { Logger } from '../ops/logger.js';
+import type { WorkerMetrics } from '../ops/metrics.js';
+
+/** What a task commits its checkpoints through under exactly-once (TransactionalProducer's shape). */
+export interface TaskTransactions {
+  /** Begins the next transaction ahead of the checkpoint, where it can (TransactionalProducer.begin). */
+  begin(commitIntervalMs: number): void;
+  /** Commits the checkpoint's records and offsets; rejects if they did not commit. */
+  commitTransaction(
+    records: TopicRecords,
+    offsets: { groupId: string; offsets: readonly TopicPartitionOffset[] },
+  ): Promise<WrittenOffsets>;
+  /** The task lets go: what it has queued fails, and a transaction holding its records is given up. */
+  close(): Promise<void>;
+}
+
+export interface WorkerTransactionsDeps {
+  /** The worker's transactional id: `<appId>-<group.instance.id>` (a restart fences its previous run). */
+  transactionalId: string;
+  groupId: string;
+  /** A producer with this id, fenced (its InitProducerId aborted any open transaction of the id). */
+  make: (transactionalId: string) => Promise<TransactionalProducer>;
+  /** The worker's place in its group now (undefined before it joined). */
+  groupMetadata: () => GroupMetadata | undefined;
+  admin: () => Promise<KafkaAdmin>;
+  logger: Logger;
+  /** Counts each transaction's outcome (`sluice_transaction_commits_total`, `..._aborts_total`). */
+  counted?: (committed: boolean) => void;
+}
+
+interface Contribution {
+  member: Member;
+  records: TopicRecords;
+  offsets: readonly TopicPartitionOffset[];
+  resolve: (w: WrittenOffsets) => void;
+  reject: (e: unknown) => void;
+}
+
+/**
+ * Exactly-once v2 (KIP-447, Kafka Streams' exactly_once_v2): one transactional producer per
+ * worker, and one transaction at a time holding the checkpoints of every task that asked for one
+ * since the last began (the task manager asks for all of them together, once an interval). Its
+ * offsets go with the group's generation and member id (TxnOffsetCommit v3), so the group's
+ * coordinator refuses the transaction of a worker that lost its tasks; a new owner reads only
+ * stable offsets (OffsetFetch v7, require_stable), which waits out a commit of the previous owner
+ * still in flight. Per-task producers (EOS v1) cost one transaction per task and interval, each
+ * with its round trips, transaction-log writes and markers.
+ *
+ * A failed transaction fails every task in it (each resets from its last checkpoint, or closes as
+ * migrated when the group fenced it), and the producer is made anew: its InitProducerId aborts
+ * what the failed one left open before any task starts again. Transactions begin only while the
+ * gate is open: the task manager shuts it before the member rejoins and opens it once the new
+ * assignment's revoked tasks are gone, so a transaction never carries a revoked task's records
+ * under the generation that revoked it.
+ */
+export class WorkerTransactions {
+  readonly #d: WorkerTransactionsDeps;
+  #producer: Promise<TransactionalProducer> | undefined;
+  #queue: Contribution[] = [];
+  /** The members in the transaction in flight, and its producer. */
+  #flight: { members: Set<Member>; producer: TransactionalProducer } | undefined;
+  #open = false;
+  #scheduled = false;
+  #closed = false;
+
+  constructor(deps: WorkerTransactionsDeps) {
+    this.#d = deps;
+  }
+
+  get transactionalId(): string {
+    return this.#d.transactionalId;
+  }
+
+  /** The producer, made (and the previous one's open transaction aborted) once this resolves. */
+  ready(): Promise<TransactionalProducer> {
+    if (this.#closed) return Promise.reject(new Error(`worker transactions ${this.transactionalId} closed`));
+    if (this.#producer === undefined) {
+      const p = this.#d.make(this.#d.transactionalId);
+      this.#producer = p;
+      // A producer that could not be made is made again by the next caller.
+      p.catch(() => {
+        if (this.#producer === p) this.#producer = undefined;
+      });
+    }
+    return this.#producer;
+  }
+
+  /**
+   * A starting task's handle, once the producer is ready and the task's input offsets are stable:
+   * no transaction of a previous owner with offsets for them is still open (it committed or
+   * aborted), so the changelog and the offsets the task reads next are final.
+   */
+  async join(
+    taskId: string,
+    inputs: ReadonlyArray<{ topic: string; partitions: number[] }>,
+    timeoutMs: number,
+  ): Promise<TaskTransactions> {
+    await this.ready();
+    const admin = await this.#d.admin();
+    await admin.committedOffsetsStable(this.#d.groupId, inputs, { timeoutMs });
+    return new Member(this, taskId);
+  }
+
+  /**
+   * Transactions may begin: the assignment is current. The queued checkpoints of the tasks it
+   * revoked fail first: made under the generation that revoked them, they must not commit under
+   * the next one (whose TxnOffsetCommit the group's coordinator would accept).
+   */
+  open(revoked: Iterable<string> = []): void {
+    this.#withdraw(new Set(revoked));
+    this.#meta = this.#d.groupMetadata();
+    this.#open = true;
+    this.#schedule();
+  }
+
+  /** The group metadata of the assignment the gate was opened for. */
+  #meta: GroupMetadata | undefined;
+
+  /**
+   * No transaction begins until {@link open}: the member is about to rejoin. A transaction begun
+   * ahead is given up: a rejoin can outlast its timeout, and the coordinator's abort would fence
+   * the producer (every task in the next transaction would close as migrated).
+   */
+  shut(): void {
+    this.#open = false;
+    void this.#producer?.then(
+      (p) => p.dropAhead(),
+      () => undefined,
+    );
+  }
+
+  get isOpen(): boolean {
+    return this.#open;
+  }
+
+  #withdraw(taskIds: ReadonlySet<string>): void {
+    const out = this.#queue.filter((c) => taskIds.has(c.member.taskId));
+    if (out.length === 0) return;
+    this.#queue = this.#queue.filter((c) => !taskIds.has(c.member.taskId));
+    for (const c of out)
+      c.reject(new Error(`task ${c.member.taskId} was revoked before its checkpoint began`));
+  }
+
+  /** Settles when no transaction is in flight. */
+  async idle(): Promise<void> {
+    while (this.#flight !== undefined) await this.#settled;
+  }
+
+  #settled: Promise<void> = Promise.resolve();
+
+  /** @internal A member's checkpoint: joins the next transaction. */
+  enqueue(
+    member: Member,
+    records: TopicRecords,
+    offsets: readonly TopicPartitionOffset[],
+  ): Promise<WrittenOffsets> {
+    if (this.#closed) return Promise.reject(new Error(`worker transactions ${this.transactionalId} closed`));
+    return new Promise<WrittenOffsets>((resolve, reject) => {
+      this.#queue.push({ member, records, offsets, resolve, reject });
+      this.#schedule();
+    });
+  }
+
+  /** @internal The next transaction of a member's task begins ahead, where it can. */
+  beginAhead(commitIntervalMs: number): void {
+    if (!this.#open || this.#flight !== undefined || this.#queue.length > 0) return;
+    void this.#producer?.then(
+      (p) => {
+        if (this.#open && this.#flight === undefined) p.begin(commitIntervalMs);
+      },
+      () => undefined,
+    );
+  }
+
+  /** @internal A member closes: its queued checkpoints fail; a transaction holding it is given up. */
+  async release(member: Member): Promise<void> {
+    const mine = this.#queue.filter((c) => c.member === member);
+    this.#queue = this.#queue.filter((c) => c.member !== member);
+    for (const c of mine) c.reject(new Error(`task ${member.taskId} closed before its checkpoint began`));
+    const flight = this.#flight;
+    if (flight?.members.has(member)) {
+      // Its records are in the transaction and the task's state goes back to its last checkpoint:
+      // the transaction must not commit. Closing the producer fails it at once for every task in
+      // it (each resets); the next producer's InitProducerId aborts it.
+      this.#discard(flight.producer);
+      await this.idle();
+    }
+  }
+
+  /** Throws the producer away (closing it fails its transaction in flight); the next is made anew. */
+  #discard(producer: TransactionalProducer): void {
+    void this.#producer?.then(
+      (p) => {
+        if (p === producer) this.#producer = undefined;
+      },
+      () => undefined,
+    );
+    void producer.close().catch(() => undefined);
+    // Made again at once: its InitProducerId aborts what the discarded one left open, which a
+    // new owner of one of its tasks would otherwise wait out (the transaction timeout).
+    queueMicrotask(() => {
+      if (!this.#closed) this.ready().catch(() => undefined);
+    });
+  }
+
+  #schedule(): void {
+    if (this.#scheduled || this.#flight !== undefined || !this.#open || this.#queue.length === 0) return;
+    this.#scheduled = true;
+    // The checkpoints the task manager starts together are queued in one turn of the event loop.
+    setImmediate(() => {
+      this.#scheduled = false;
+      void this.#run();
+    });
+  }
+
+  async #run(): Promise<void> {
+    if (this.#flight !== undefined || !this.#open || this.#queue.length === 0 || this.#closed) return;
+    let producer: TransactionalProducer;
+    try {
+      producer = await this.ready();
+    } catch (e) {
+      // Nothing was taken: what is queued fails (each task resets), the next one tries again.
+      this.#failQueued(e);
+      return;
+    }
+    // Taken, checked and marked in one turn: a revoked task's checkpoint withdrawn by `open`, a
+    // reset task's released, a gate shut while the producer was being made all see it.
+    if (this.#flight !== undefined || !this.#open || this.#queue.length === 0 || this.#closed) return;
+    const batch = this.#queue;
+    this.#queue = [];
+    const members = new Set(batch.map((c) => c.member));
+    this.#flight = { members, producer };
+    let done!: () => void;
+    this.#settled = new Promise<void>((r) => {
+      done = r;
+    });
+    try {
+      // The generation the assignment was made in (`open`), not kafkajs's live fields: a rejoin
+      // moves those at JoinGroup, before this member knows which tasks it lost.
+      const meta = this.#meta;
+      if (meta === undefined)
+        throw new Error('the worker is not a member of its group: no transaction begins');
+      const records = new Map<string, OutRecord[]>();
+      const offsets: TopicPartitionOffset[] = [];
+      for (const c of batch) {
+        for (const [topic, l] of c.records) {
+          const into = records.get(topic);
+          if (into === undefined) records.set(topic, l.slice());
+          else for (let i = 0; i < l.length; i++) into.push(l[i]!);
+        }
+        for (const o of c.offsets) offsets.push(o);
+      }
+      txnGroupMetadata.set(this.#d.transactionalId, meta);
+      const written = await producer.commitTransaction(records, { groupId: this.#d.groupId, offsets });
+      this.#d.counted?.(true);
+      for (const c of batch) c.resolve(written);
+    } catch (e) {
+      this.#d.counted?.(false);
+      for (const c of batch) c.reject(new WorkerTransactionError(c.member.taskId, e));
+      this.#discard(producer);
+      this.#d.logger.warn(
+        { err: e, tasks: [...members].map((m) => m.taskId) },
+        'worker transaction failed; its tasks go back to their last checkpoint',
+      );
+    } finally {
+      this.#flight = undefined;
+      done();
+      this.#schedule();
+    }
+  }
+
+  /** Fails every queued checkpoint (their tasks reset, or are closing anyway). */
+  #failQueued(e: unknown): void {
+    const queued = this.#queue;
+    this.#queue = [];
+    for (const c of queued) c.reject(new WorkerTransactionError(c.member.taskId, e));
+  }
+
+  /**
+   * Fails the queued checkpoints: the worker stops without committing, or mid-rejoin, where they
+   * would wait for a gate that may never open again.
+   */
+  dropQueued(): void {
+    this.#failQueued(
+      new Error(`worker transactions ${this.transactionalId}: stopping, nothing more commits`),
+    );
+  }
+
+  /** Fails what is queued, gives up a transaction in flight, closes the producer. */
+  async close(): Promise<void> {
+    this.#closed = true;
+    this.#failQueued(new Error(`worker transactions ${this.transactionalId} closed`));
+    const p = this.#producer;
+    this.#producer = undefined;
+    const producer = await p?.catch(() => undefined);
+    await producer?.close().catch(() => undefined);
+    await this.idle();
+    txnGroupMetadata.delete(this.#d.transactionalId);
+  }
+}
+
+/**
+ * A task's checkpoint failed with its worker's transaction: one error per task, its cause the
+ * transaction's. The task manager handles each checkpoint failure once, by its error object; one
+ * object shared by every task of the transaction reset only the first, and the others went on
+ * from state whose outputs had not committed (found by the broker-outage test).
+ */
+export class WorkerTransactionError extends Error {
+  constructor(taskId: string, cause: unknown) {
+    super(`task ${taskId}: its worker's transaction failed: ${(cause as Error)?.message ?? String(cause)}`, {
+      cause,
+    });
+    this.name = (cause as Error)?.name ?? 'WorkerTransactionError';
+  }
+}
+
+/** One task's handle on its worker's transactions. */
+class Member implements TaskTransactions {
+  readonly taskId: string;
+  readonly #w: WorkerTransactions;
+  #closed = false;
+  constructor(w: WorkerTransactions, taskId: string) {
+    this.#w = w;
+    this.taskId = taskId;
+  }
+  begin(commitIntervalMs: number): void {
+    if (!this.#closed) this.#w.beginAhead(commitIntervalMs);
+  }
+  commitTransaction(
+    records: TopicRecords,
+    offsets: { groupId: string; offsets: readonly TopicPartitionOffset[] },
+  ): Promise<WrittenOffsets> {
+    if (this.#closed) return Promise.reject(new Error(`task ${this.taskId} closed`));
+    return this.#w.enqueue(this, records, offsets.offsets);
+  }
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    await this.#w.release(this);
+  }
+}
+
+/**
+ * The worker's transactions under exactly-once v2 (`processing.transactions: worker`), else
+ * undefined. The transactional id is `<appId>-<group.instance.id>`, so a restarted worker's
+ * producer aborts what its previous run left open; a dynamic member gets a fresh one per run.
+ */
+export function workerTransactions(
+  w: {
+    appId: string;
+    config: Readonly<SluiceConfig>;
+    client: KafkaClient;
+    logger: Logger;
+    metrics: WorkerMetrics;
+  },
+  groupInstanceId: string | undefined,
+  consumer: () => GroupConsumer | undefined,
+): WorkerTransactions | undefined {
+  const { processing } = w.config;
+  if (processing.guarantee !== 'exactly_once' || processing.transactions !== 'worker') return undefined;
+  return new WorkerTransactions({
+    transactionalId: `${w.appId}-${groupInstanceId ?? randomUUID()}`,
+    groupId: w.appId,
+    make: (id) => w.client.transactionalProducer(id, WORKER_TRANSACTION_TIMEOUT_MS),
+    groupMetadata: () => consumer()?.groupMetadata(),
+    admin: () => w.client.admin(),
+    logger: w.logger,
+    counted: (ok) => (ok ? w.metrics.txCommits : w.metrics.txAborts).inc({ app: w.appId }),
+  });
+}
