@@ -94,6 +94,8 @@ export interface TaskPartsDeps {
   sub: SubTopology;
   config: Readonly<SluiceConfig>;
   eos: boolean;
+  /** Exactly-once v2: checkpoints go in the worker's transactions (TaskDeps.transactions). */
+  transactions?: unknown;
   logger: Logger;
   metrics: WorkerMetrics;
   deadLetterTopic: string;
@@ -154,7 +156,7 @@ export function taskParts(d: TaskPartsDeps): {
     groupId: d.groupId,
     partition,
     eos: d.eos,
-    sharedTransaction: d.eos && d.config.processing.transactions === 'worker',
+    sharedTransaction: d.eos && d.transactions !== undefined,
     logger: d.logger,
     metrics,
     deadLetterTopic: d.deadLetterTopic,
