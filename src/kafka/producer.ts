@@ -102,17 +102,10 @@ function lastOffsets(
  * Streams turns all three into TaskMigratedException. kafkajs wraps broker errors (a
  * non-retriable or an exhausted retry) with the original as `cause`, so the chain is walked.
  */
-const FENCED_TYPES = new Set(['INVALID_PRODUCER_EPOCH', 'PRODUCER_FENCED', 'INVALID_PRODUCER_ID_MAPPING']);
-const FENCED_CODES = new Set([47, 49, 90]);
-
-export function isFencedError(e: unknown): boolean {
-  return someInChain(
-    e,
-    (x) =>
-      (typeof x.type === 'string' && FENCED_TYPES.has(x.type)) ||
-      (typeof x.code === 'number' && FENCED_CODES.has(x.code)),
-  );
-}
+export const isFencedError = brokerErrorIn(
+  ['INVALID_PRODUCER_EPOCH', 'PRODUCER_FENCED', 'INVALID_PRODUCER_ID_MAPPING'],
+  [47, 49, 90],
+);
 
 /**
  * Broker errors of an exactly-once v2 TxnOffsetCommit (KIP-447) that mean "this member is no
@@ -120,16 +113,20 @@ export function isFencedError(e: unknown): boolean {
  * FENCED_INSTANCE_ID 82. The group moved the worker's tasks (it was frozen past its session, or
  * a rebalance overtook the commit): Kafka Streams turns them into TaskMigratedException too.
  */
-const GENERATION_TYPES = new Set(['ILLEGAL_GENERATION', 'UNKNOWN_MEMBER_ID', 'FENCED_INSTANCE_ID']);
-const GENERATION_CODES = new Set([22, 25, 82]);
+export const isGenerationFenced = brokerErrorIn(
+  ['ILLEGAL_GENERATION', 'UNKNOWN_MEMBER_ID', 'FENCED_INSTANCE_ID'],
+  [22, 25, 82],
+);
 
-export function isGenerationFenced(e: unknown): boolean {
-  return someInChain(
-    e,
-    (x) =>
-      (typeof x.type === 'string' && GENERATION_TYPES.has(x.type)) ||
-      (typeof x.code === 'number' && GENERATION_CODES.has(x.code)),
-  );
+/** Whether an error, or one it wraps, is a broker error of one of these types or codes. */
+function brokerErrorIn(types: readonly string[], codes: readonly number[]): (e: unknown) => boolean {
+  const t = new Set(types);
+  const c = new Set(codes);
+  return (e) =>
+    someInChain(
+      e,
+      (x) => (typeof x.type === 'string' && t.has(x.type)) || (typeof x.code === 'number' && c.has(x.code)),
+    );
 }
 
 /** An idempotent producer for at-least-once: send, wait for acks=all. */

@@ -10,35 +10,12 @@ import {
   kafkajsPatchStatus,
 } from '../../../src/kafka/kafkajs-preload.js';
 import { isFencedInstance, staticMembershipInstalled } from '../../../src/kafka/kafkajs-static.js';
+import { fakeBroker as fakeBrokerOf } from '../../helpers/fake-broker.js';
 
 const require = createRequire(import.meta.url);
-const Broker = require('kafkajs/src/broker/index.js');
-const { lookup } = require('kafkajs/src/protocol/requests/index.js');
-const apiKeys = require('kafkajs/src/protocol/requests/apiKeys.js');
-const SEND = Object.getOwnPropertySymbols(Broker.prototype).find(
-  (s) => s.description === 'private:Broker:sendRequest',
-)!;
-
 /** A kafkajs Broker without a connection: it records the requests it would send. */
-function fakeBroker(maxVersions: Record<string, number>) {
-  const versions: Record<number, { minVersion: number; maxVersion: number }> = {};
-  for (const [name, max] of Object.entries(maxVersions))
-    versions[apiKeys[name]] = { minVersion: 0, maxVersion: max };
-  const sent: Array<{ apiName: string; apiVersion: number; bytes: Buffer }> = [];
-  const b = Object.create(Broker.prototype);
-  b.versions = versions;
-  b.brokerAddress = 'fake:9092';
-  b.lookupRequest = lookup(versions);
-  b[SEND] = async ({ request }: any) => {
-    sent.push({
-      apiName: request.apiName,
-      apiVersion: request.apiVersion,
-      bytes: (await request.encode()).buffer,
-    });
-    return { members: [] };
-  };
-  return { b, sent };
-}
+const fakeBroker = (maxVersions: Record<string, number>) =>
+  fakeBrokerOf(maxVersions, () => ({ members: [] }));
 
 /** Kafka 4.x's maximum versions of the group APIs (above what kafkajs implements). */
 const KAFKA_4 = { JoinGroup: 9, SyncGroup: 5, Heartbeat: 4, LeaveGroup: 5 };

@@ -12,15 +12,11 @@ import {
   txnV3Installed,
 } from '../../../src/kafka/kafkajs-txn-v3.js';
 import { isFencedError } from '../../../src/kafka/producer.js';
+import { fakeBroker as fakeBrokerOf } from '../../helpers/fake-broker.js';
 
 const require = createRequire(import.meta.url);
 const Broker = require('kafkajs/src/broker/index.js');
-const { lookup } = require('kafkajs/src/protocol/requests/index.js');
-const apiKeys = require('kafkajs/src/protocol/requests/apiKeys.js');
 const createRequest = require('kafkajs/src/protocol/request.js');
-const SEND = Object.getOwnPropertySymbols(Broker.prototype).find(
-  (s) => s.description === 'private:Broker:sendRequest',
-)!;
 
 // Kafka's primitive types, written out independently of kafkajs's Encoder
 // (https://kafka.apache.org/protocol#protocol_types).
@@ -268,29 +264,14 @@ test('an OffsetFetch v7 answer should decode with per-partition errors returned,
 });
 
 /**
- * A kafkajs Broker without a connection: it records the requests it would send, and answers those
- * of this module's versions (the flexible ones) with `answer`, decoded and parsed.
+ * A kafkajs Broker without a connection (test/helpers/fake-broker.ts) that answers the requests of
+ * this module's versions (the flexible ones) with `answer`, decoded and parsed.
  */
-function fakeBroker(maxVersions: Record<string, number>, answer?: Buffer) {
-  const versions: Record<number, { minVersion: number; maxVersion: number }> = {};
-  for (const [name, max] of Object.entries(maxVersions))
-    versions[apiKeys[name]] = { minVersion: 0, maxVersion: max };
-  const sent: Array<{ apiName: string; apiVersion: number; bytes: Buffer }> = [];
-  const b = Object.create(Broker.prototype);
-  b.versions = versions;
-  b.brokerAddress = 'fake:9092';
-  b.lookupRequest = lookup(versions);
-  b[SEND] = async ({ request, response }: any) => {
-    sent.push({
-      apiName: request.apiName,
-      apiVersion: request.apiVersion,
-      bytes: (await request.encode()).buffer,
-    });
+const fakeBroker = (maxVersions: Record<string, number>, answer?: Buffer) =>
+  fakeBrokerOf(maxVersions, async (request, response) => {
     const ours = request.apiVersion === (request.apiName === 'OffsetFetch' ? 7 : 3);
     return ours && answer !== undefined ? response.parse(await response.decode(answer)) : {};
-  };
-  return { b, sent };
-}
+  });
 
 /** Kafka 4.x's ranges: TxnOffsetCommit 0–5, OffsetFetch 1–9 (v0 removed by KIP-896). */
 const KAFKA_4 = { TxnOffsetCommit: 5, OffsetFetch: 9 };

@@ -101,6 +101,24 @@ const off = (topic: string, partition: number, offset: number): TopicPartitionOf
 ];
 const group = (offsets: readonly TopicPartitionOffset[]) => ({ groupId: 'app', offsets });
 const values = (r: TopicRecords, topic: string) => (r.get(topic) ?? []).map((m) => String(m.value));
+/** Two turns of the event loop: a queued checkpoint reaches the producer. */
+const turn = async () => {
+  await turn();
+};
+/** The gate open, and two tasks joined. */
+async function twoTasks(...args: Parameters<typeof setup>) {
+  const s = setup(...args);
+  s.w.open();
+  const a = await s.w.join('0_0', [], 1000);
+  const b = await s.w.join('0_1', [], 1000);
+  return { ...s, a, b };
+}
+/** What `p` rejected with (undefined if it resolved). */
+const errorOf = (p: Promise<unknown>) =>
+  p.then(
+    () => undefined,
+    (e: Error) => e,
+  );
 
 test('the checkpoints of a turn go in one transaction, with the generation they were made in', async () => {
   const { w, made, stable } = setup();
@@ -110,8 +128,7 @@ test('the checkpoints of a turn go in one transaction, with the generation they 
   assert.deepEqual(stable, ['in:0', 'in:1'], 'each task waits for stable offsets before it starts');
   const pa = a.commitTransaction(recs('out', 'a1', 'a2'), group(off('in', 0, 10)));
   const pb = b.commitTransaction(recs('out', 'b1'), group(off('in', 1, 7)));
-  await tick();
-  await tick();
+  await turn();
   assert.equal(made.length, 1);
   assert.equal(made[0]!.commits.length, 1, 'one transaction for both tasks');
   const c = made[0]!.commits[0]!;
@@ -128,21 +145,15 @@ test('the checkpoints of a turn go in one transaction, with the generation they 
 });
 
 test('a checkpoint while one is in flight goes in the next transaction, after it', async () => {
-  const { w, made } = setup();
-  w.open();
-  const a = await w.join('0_0', [], 1000);
-  const b = await w.join('0_1', [], 1000);
+  const { w, made, a, b } = await twoTasks();
   const pa = a.commitTransaction(recs('out', 'a1'), group(off('in', 0, 1)));
-  await tick();
-  await tick();
+  await turn();
   const pb = b.commitTransaction(recs('out', 'b1'), group(off('in', 1, 1)));
-  await tick();
-  await tick();
+  await turn();
   assert.equal(made[0]!.commits.length, 1, 'one transaction at a time');
   made[0]!.commits[0]!.settle();
   await pa;
-  await tick();
-  await tick();
+  await turn();
   assert.equal(made[0]!.commits.length, 2);
   assert.deepEqual(values(made[0]!.commits[1]!.records, 'out'), ['b1']);
   made[0]!.commits[1]!.settle();
@@ -154,13 +165,11 @@ test('while shut (the member is rejoining), no transaction begins; open lets the
   const { w, made } = setup();
   const a = await w.join('0_0', [], 1000);
   const p = a.commitTransaction(recs('out', 'a1'), group(off('in', 0, 1)));
-  await tick();
-  await tick();
+  await turn();
   assert.equal(made[0]!.commits.length, 0, 'the gate starts shut: no assignment yet');
   w.open();
   w.shut();
-  await tick();
-  await tick();
+  await turn();
   assert.equal(made[0]!.commits.length, 0);
   assert.equal(
     made[0]!.dropped,
@@ -168,8 +177,7 @@ test('while shut (the member is rejoining), no transaction begins; open lets the
     'a transaction begun ahead is given up: a rejoin can outlast its timeout',
   );
   w.open();
-  await tick();
-  await tick();
+  await turn();
   assert.equal(made[0]!.commits.length, 1);
   made[0]!.commits[0]!.settle();
   await p;
@@ -177,27 +185,17 @@ test('while shut (the member is rejoining), no transaction begins; open lets the
 });
 
 test('a failed transaction fails every task in it, and the next one gets a new producer', async () => {
-  const { w, made } = setup();
-  w.open();
-  const a = await w.join('0_0', [], 1000);
-  const b = await w.join('0_1', [], 1000);
+  const { w, made, a, b } = await twoTasks();
   const pa = a.commitTransaction(recs('out', 'a1'), group(off('in', 0, 1)));
   const pb = b.commitTransaction(recs('out', 'b1'), group(off('in', 1, 1)));
-  await tick();
-  await tick();
+  await turn();
   const fenced = Object.assign(new Error('The generation is stale'), {
     type: 'ILLEGAL_GENERATION',
     code: 22,
   });
   made[0]!.commits[0]!.settle(fenced);
-  const ea = await pa.then(
-    () => undefined,
-    (e: Error) => e,
-  );
-  const eb = await pb.then(
-    () => undefined,
-    (e: Error) => e,
-  );
+  const ea = await errorOf(pa);
+  const eb = await errorOf(pb);
   assert.match(String(ea?.message), /generation is stale/);
   assert.match(String(eb?.message), /generation is stale/);
   // One error per task: the task manager handles a checkpoint failure once per error object, so
@@ -209,8 +207,7 @@ test('a failed transaction fails every task in it, and the next one gets a new p
   assert.equal(made[0]!.closed, true, 'the failed transaction’s producer is thrown away');
   assert.equal(made.length, 2, 'and one is made again at once (its InitProducerId aborts what is left open)');
   const pa2 = a.commitTransaction(recs('out', 'a2'), group(off('in', 0, 2)));
-  await tick();
-  await tick();
+  await turn();
   assert.equal(made[1]!.commits.length, 1);
   made[1]!.commits[0]!.settle();
   await pa2;
@@ -218,14 +215,10 @@ test('a failed transaction fails every task in it, and the next one gets a new p
 });
 
 test('a task that closes with its records in the transaction in flight fails that transaction for all', async () => {
-  const { w, made } = setup();
-  w.open();
-  const a = await w.join('0_0', [], 1000);
-  const b = await w.join('0_1', [], 1000);
+  const { w, made, a, b } = await twoTasks();
   const pa = a.commitTransaction(recs('out', 'a1'), group(off('in', 0, 1)));
   const pb = b.commitTransaction(recs('out', 'b1'), group(off('in', 1, 1)));
-  await tick();
-  await tick();
+  await turn();
   await a.close(); // its state goes back to its last checkpoint: the transaction must not commit
   await assert.rejects(pa, /closed/);
   await assert.rejects(pb, /closed/);
@@ -234,21 +227,16 @@ test('a task that closes with its records in the transaction in flight fails tha
 });
 
 test('a task that closes with its checkpoint still queued takes only its own out', async () => {
-  const { w, made } = setup();
-  w.open();
-  const a = await w.join('0_0', [], 1000);
-  const b = await w.join('0_1', [], 1000);
+  const { w, made, a, b } = await twoTasks();
   const first = b.commitTransaction(recs('out', 'b0'), group(off('in', 1, 1)));
-  await tick();
-  await tick();
+  await turn();
   const pa = a.commitTransaction(recs('out', 'a1'), group(off('in', 0, 1)));
   const pb = b.commitTransaction(recs('out', 'b1'), group(off('in', 1, 2)));
   await a.close();
   await assert.rejects(pa, /closed before its checkpoint began/);
   made[0]!.commits[0]!.settle();
   await first;
-  await tick();
-  await tick();
+  await turn();
   assert.equal(made[0]!.commits.length, 2);
   assert.deepEqual(values(made[0]!.commits[1]!.records, 'out'), ['b1']);
   made[0]!.commits[1]!.settle();
@@ -275,8 +263,7 @@ test("the generation is the one the gate was opened in, not kafkajs's live one",
   // A rejoin's JoinGroup moved kafkajs's fields before this member knew its new assignment.
   current.meta = { generationId: 4, memberId: 'm-1', groupInstanceId: 'w1' };
   const p = a.commitTransaction(recs('out', 'a1'), group(off('in', 0, 1)));
-  await tick();
-  await tick();
+  await turn();
   assert.equal(made[0]!.commits[0]!.meta?.generationId, 3);
   made[0]!.commits[0]!.settle();
   await p;
@@ -293,21 +280,18 @@ test('a checkpoint queued while the producer is made again is withdrawn when its
   const a = await w.join('0_0', [], 1000);
   const b = await w.join('0_1', [], 1000);
   const first = a.commitTransaction(recs('out', 'a0'), group(off('in', 0, 1)));
-  await tick();
-  await tick();
+  await turn();
   slow = true; // the next producer's InitProducerId hangs (a broker restarting)
   made[0]!.commits[0]!.settle(new Error('broker gone'));
   await assert.rejects(first, /broker gone/);
   const pa = a.commitTransaction(recs('out', 'a1'), group(off('in', 0, 2)));
   const pb = b.commitTransaction(recs('out', 'b1'), group(off('in', 1, 2)));
-  await tick();
-  await tick();
+  await turn();
   w.shut(); // the member rejoins; task 0_0 is revoked, 0_1 kept
   w.open(['0_0']);
   await assert.rejects(pa, /revoked before its checkpoint began/);
   release();
-  await tick();
-  await tick();
+  await turn();
   await tick();
   assert.equal(made.length, 2);
   assert.equal(made[1]!.commits.length, 1);
