@@ -103,7 +103,8 @@ const group = (offsets: readonly TopicPartitionOffset[]) => ({ groupId: 'app', o
 const values = (r: TopicRecords, topic: string) => (r.get(topic) ?? []).map((m) => String(m.value));
 /** Two turns of the event loop: a queued checkpoint reaches the producer. */
 const turn = async () => {
-  await turn();
+  await tick();
+  await tick();
 };
 /** The gate open, and two tasks joined. */
 async function twoTasks(...args: Parameters<typeof setup>) {
