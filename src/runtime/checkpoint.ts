@@ -90,8 +90,12 @@ export async function writeCheckpoint(
       // now (or is fencing to take it). Nothing of this checkpoint committed; the caller closes
       // the task without committing and rejoins, and must not re-init it on its own.
       // Exactly-once v2: the group's coordinator refused the offsets of a member no longer in its
-      // generation (KIP-447), the same situation met from the group's side.
-      if (isFencedError(e) || isGenerationFenced(e)) throw new TaskMigratedError(d.taskId, e);
+      // generation (KIP-447), the same situation met from the group's side. There a fenced
+      // producer says nothing about the tasks: its transactional id is the worker's, bumped by a
+      // transaction that timed out or by another process with this worker's instance id (which the
+      // group fences in turn). The tasks reset; were they another's now, the generation tells.
+      if (isGenerationFenced(e) || (d.sharedTransaction !== true && isFencedError(e)))
+        throw new TaskMigratedError(d.taskId, e);
       throw e;
     }
     if (d.sharedTransaction !== true) d.metrics.txCommits.inc({ app });
