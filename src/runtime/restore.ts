@@ -59,7 +59,9 @@ export async function openTaskState(task: Task, ctx: StateContext): Promise<Task
   // The range to replay of each changelog partition, read now: after the task's fence (its
   // producer is made first), so no earlier owner can add to it. The end is the high watermark
   // (read uncommitted), which the replay must reach; the admin's offsets are the last stable
-  // offset, which an open transaction would hold back.
+  // offset, which an open transaction would hold back. Exactly-once v2 has no per-task fence: a
+  // frozen earlier owner's transaction may still be open here, and can no longer commit (the
+  // group refuses its offsets); the replay waits until the coordinator aborts it (10 s timeout).
   const ranges = new Map<string, { low: bigint; high: bigint }>();
   try {
     for (const [name, info] of stores) {

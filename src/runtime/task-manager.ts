@@ -59,8 +59,9 @@ export interface TaskManagerDeps extends WorkerParts {
 
 /**
  * The tasks of one worker: created for the partitions the group assigns it, closed when they
- * are revoked, rebuilt with backoff when their init or reset fails. Each task fences the
- * previous owner itself (its transactional producer) when it starts.
+ * are revoked, rebuilt with backoff when their init or reset fails. Under exactly-once v1 each
+ * task fences the previous owner itself (its transactional producer) when it starts; under v2 the
+ * worker's transactions are fenced by the group's generation (worker-transactions.ts).
  */
 export class TaskManager {
   readonly #tasks = new Map<string, Task>();
@@ -241,7 +242,8 @@ export class TaskManager {
   }
 
   /**
-   * A task whose producer was fenced (Kafka Streams' TaskMigratedException): a newer owner has
+   * A task whose producer was fenced, or (v2) whose offsets the group refused for a stale
+   * generation (Kafka Streams' TaskMigratedException): a newer owner has
    * the task, or is taking it, and this worker is a zombie for it. It is closed without
    * committing (whatever it did since its last checkpoint is the new owner's to redo), never
    * re-initialized on its own, and the worker rejoins the group: only a new generation that
