@@ -4,6 +4,7 @@ import type { Consumer, EachBatchPayload, Kafka } from 'kafkajs';
 import { SluiceError } from '../errors.js';
 import type { Logger } from '../ops/logger.js';
 import { type GroupMembership, isFencedInstance } from './kafkajs-static.js';
+import { OffsetCommits } from './offset-commits.js';
 import { createTaskAssigner, type MemberInfo, type TaskLayout } from './task-assigner.js';
 import type { GroupMetadata, InRecord, KafkaSettings, TopicPartitionOffset } from './types.js';
 
@@ -182,9 +183,12 @@ export class GroupConsumer {
     return { generationId: g.generationId, memberId: g.memberId, groupInstanceId: g.groupInstanceId };
   }
 
+  /** At-least-once commits through the group, the tasks' merged into one request at a time. */
+  readonly #offsetCommits = new OffsetCommits((offsets) => this.#consumer.commitOffsets(offsets));
+
   /** Commits offsets through the group (at-least-once). */
-  async commitOffsets(offsets: readonly TopicPartitionOffset[]): Promise<void> {
-    if (offsets.length > 0) await this.#consumer.commitOffsets(offsets.map((o) => ({ ...o })));
+  commitOffsets(offsets: readonly TopicPartitionOffset[]): Promise<void> {
+    return this.#offsetCommits.commit(offsets);
   }
 
   /**

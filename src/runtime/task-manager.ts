@@ -306,11 +306,13 @@ export class TaskManager {
   readonly #handled = new WeakSet<object>();
   /**
    * Checkpoints a task; one that fails is rebuilt from its last checkpoint (see `Task.reset`).
-   * Exactly-once v2: every running task with work to commit checkpoints now too, into the same
-   * transaction (one per worker and interval, as Kafka Streams commits all of a thread's tasks).
+   * Every other running task with work to commit checkpoints now too, as Kafka Streams commits
+   * all of a thread's tasks: under exactly-once v2 into the same transaction (one per worker and
+   * interval), under at-least-once with their offsets in one request (offset-commits.ts).
+   * Exactly-once v1 commits each task in its own transaction, on its own interval.
    */
   checkpoint(task: Task): Promise<void> {
-    if (this.#d.transactions !== undefined)
+    if (this.#d.transactions !== undefined || this.#d.config.processing.guarantee === 'at_least_once')
       for (const t of this.#tasks.values())
         if (t !== task && t.state === 'running' && t.hasPending) void this.#checkpoint(t);
     return this.#checkpoint(task);
