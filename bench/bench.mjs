@@ -57,6 +57,8 @@ if (!env.KAFKA_BROKERS) {
   env.KAFKA_BROKERS = `127.0.0.1:${port}`;
   env.BENCH_BROKER_DESC = `local Apache Kafka 4.4.0 (KRaft, one node) at 127.0.0.1:${port}, started by the bench`;
 }
+// The report's command line names the Node line too (bench/lib/report.ts, benchCommand).
+if (nodeMajor !== undefined) env.BENCH_NODE_MAJOR = String(nodeMajor);
 // The driver's Node is its workers' Node (bench/lib/procs.ts starts them with process.execPath).
 const node =
   nodeMajor === undefined

@@ -30,7 +30,7 @@ import { uniqueName } from '../test/helpers/kafka.js';
 import { observeAll, poller } from './lib/kafka-io.js';
 import { COMMIT_INTERVAL_MS, type Guarantee, PEER_JAR, type Proc, root, startProc } from './lib/procs.js';
 import { histogramQuantile, type Scrape, scrape, since, total } from './lib/prom.js';
-import { fmt, svgLineChart } from './lib/report.js';
+import { benchCommand, fmt, svgLineChart } from './lib/report.js';
 import { percentile } from './lib/steady.js';
 import { cleanUp, prepare, runOne, seedOf, short, sleep, WORKLOADS } from './lib/throughput.js';
 
@@ -475,7 +475,7 @@ async function main(): Promise<void> {
         );
       }
   const env = [
-    `- command: \`npm run bench:latency${process.argv.slice(2).length ? ` -- ${process.argv.slice(2).join(' ')}` : ''}\``,
+    `- command: \`${benchCommand('bench:latency')}\``,
     `- date: ${new Date().toISOString()}; git ${sh(`git -C ${root} rev-parse --short HEAD`)}`,
     `- machine: ${cpus().length} CPUs (${cpus()[0]?.model ?? '?'}); shared; load (uptime) before: ${loadBefore}; after: ${sh('uptime')}`,
     `- broker: ${process.env.BENCH_BROKER_DESC ?? process.env.KAFKA_BROKERS}; ${o.partitions} partitions; commit interval ${COMMIT_INTERVAL_MS} ms; one process per system (one Sluice worker, one Kafka Streams stream thread, -Xmx1g), Kafka Streams' record cache off`,

@@ -48,7 +48,7 @@ import {
   sluiceJobPath,
   startProc,
 } from './lib/procs.js';
-import { fmt, type RecoveryResult, type RunResult, svgChart } from './lib/report.js';
+import { benchCommand, fmt, type RecoveryResult, type RunResult, svgChart } from './lib/report.js';
 import { outputsCheck } from './lib/steady.js';
 import { cleanUp, runCeilings, runOne, short, sleep, WORKLOADS } from './lib/throughput.js';
 import { eventMaker } from './workloads.js';
@@ -250,7 +250,7 @@ function environment(o: Options, loadBefore: string): string[] {
   const ksVersion = /<kafka\.version>([^<]+)</.exec(pom)?.[1] ?? '?';
   const java = execFileSync('java', ['-version'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
   return [
-    `- command: \`npm run bench${process.argv.slice(2).length ? ` -- ${process.argv.slice(2).join(' ')}` : ''}\``,
+    `- command: \`${benchCommand('bench')}\``,
     `- date: ${new Date().toISOString()}; git ${sh(`git -C ${root} rev-parse --short HEAD`)}${sh(`git -C ${root} status --porcelain -- src`) ? ' (src modified)' : ''}`,
     `- machine: ${cpus().length} CPUs (${cpus()[0]?.model ?? '?'}), ${fmt(totalmem() / 2 ** 30, 1)} GiB RAM (${fmt(freemem() / 2 ** 30, 1)} free), ${process.platform}/${process.arch}; shared with other jobs`,
     `- load (uptime) before: ${loadBefore}; after: ${sh('uptime')}`,

@@ -197,3 +197,11 @@ export function svgLineChart(
   out.push('</svg>');
   return `${out.join('\n')}\n`;
 }
+
+/** The npm command that gave a report, as typed: `npm run <script> -- [--node N] <args>`. */
+export function benchCommand(script: string): string {
+  const args = process.argv.slice(2);
+  const node = process.env.BENCH_NODE_MAJOR;
+  if (node !== undefined) args.unshift('--node', node);
+  return `npm run ${script}${args.length ? ` -- ${args.join(' ')}` : ''}`;
+}
