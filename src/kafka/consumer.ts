@@ -184,7 +184,10 @@ export class GroupConsumer {
   }
 
   /** At-least-once commits through the group, the tasks' merged into one request at a time. */
-  readonly #offsetCommits = new OffsetCommits((offsets) => this.#consumer.commitOffsets(offsets));
+  readonly #offsetCommits = new OffsetCommits({
+    commit: (offsets) => this.#consumer.commitOffsets(offsets),
+    generation: () => this.groupMetadata()?.generationId,
+  });
 
   /** Commits offsets through the group (at-least-once). */
   commitOffsets(offsets: readonly TopicPartitionOffset[]): Promise<void> {

@@ -20,19 +20,23 @@ function manual() {
 }
 
 const turn = () => new Promise<void>((r) => setImmediate(r));
+const turns = async (n: number) => {
+  for (let i = 0; i < n; i++) await turn();
+};
 
-test('offset commits asked for while one is in flight should go together in the next request', async () => {
+test('offset commits asked for in one turn or while one is in flight should share requests', async () => {
   const m = manual();
-  const c = new OffsetCommits(m.commit);
+  const c = new OffsetCommits({ commit: m.commit });
   const first = c.commit([o('in', 0, '10')]);
+  const sameTurn = c.commit([o('in', 3, '40')]);
+  await turns(2);
+  assert.equal(m.sent.length, 1);
+  assert.deepEqual(m.sent[0]!.offsets, [o('in', 0, '10'), o('in', 3, '40')]);
   const second = c.commit([o('in', 1, '20')]);
   const third = c.commit([o('in', 2, '30'), o('in', 1, '25')]);
-  await turn();
-  assert.equal(m.sent.length, 1);
-  assert.deepEqual(m.sent[0]!.offsets, [o('in', 0, '10')]);
   m.sent[0]!.answer();
-  await first;
-  await turn();
+  await Promise.all([first, sameTurn]);
+  await turns(2);
   assert.equal(m.sent.length, 2);
   // Partition 1 twice: the later offset, placed where it was asked for last.
   assert.deepEqual(m.sent[1]!.offsets, [o('in', 2, '30'), o('in', 1, '25')]);
@@ -41,31 +45,65 @@ test('offset commits asked for while one is in flight should go together in the 
   assert.equal(c.requests, 2);
 });
 
-test('a failed offset commit request should fail every commit it carried, and the next one go on', async () => {
+test('a failed merged request should be sent again per commit, each settled by its own answer', async () => {
   const m = manual();
-  const c = new OffsetCommits(m.commit);
-  const first = c.commit([o('in', 0, '10')]);
-  const a = c.commit([o('in', 1, '20')]);
-  const b = c.commit([o('in', 2, '30')]);
-  await turn();
-  m.sent[0]!.answer();
-  await first;
-  await turn();
-  const boom = new Error('coordinator moved');
-  m.sent[1]!.answer(boom);
-  await assert.rejects(a, boom);
-  await assert.rejects(b, boom);
+  const c = new OffsetCommits({ commit: m.commit });
+  const good = c.commit([o('in', 0, '10')]);
+  const bad = c.commit([o('gone', 0, '5')]);
+  await turns(2);
+  assert.equal(m.sent.length, 1);
+  m.sent[0]!.answer(new Error('UNKNOWN_TOPIC_OR_PARTITION'));
+  await turns(2);
+  assert.deepEqual(m.sent[1]!.offsets, [o('in', 0, '10')]);
+  m.sent[1]!.answer();
+  await good;
+  await turns(2);
+  assert.deepEqual(m.sent[2]!.offsets, [o('gone', 0, '5')]);
+  const boom = new Error('UNKNOWN_TOPIC_OR_PARTITION');
+  m.sent[2]!.answer(boom);
+  await assert.rejects(bad, boom);
+  // The queue goes on.
   const later = c.commit([o('in', 0, '11')]);
-  await turn();
-  assert.equal(m.sent.length, 3);
-  m.sent[2]!.answer();
+  await turns(2);
+  m.sent[3]!.answer();
   await later;
+});
+
+test('a request unanswered past the timeout should fail its commits and let the queue go on', async () => {
+  const m = manual();
+  const c = new OffsetCommits({ commit: m.commit, timeoutMs: 20 });
+  const stuck = c.commit([o('in', 0, '10')]);
+  // The timeout's timer does not hold the process (a stopping worker exits); this test's does.
+  const hold = setTimeout(() => undefined, 1000);
+  await assert.rejects(stuck, /unanswered after 20 ms/);
+  clearTimeout(hold);
+  const next = c.commit([o('in', 0, '12')]);
+  await turns(2);
+  assert.equal(m.sent.length, 2);
+  m.sent[1]!.answer();
+  await next;
+});
+
+test('a commit asked for under an older generation should not be sent', async () => {
+  const m = manual();
+  let generation = 4;
+  const c = new OffsetCommits({ commit: m.commit, generation: () => generation });
+  const old = c.commit([o('in', 0, '10')]);
+  generation = 5; // a rebalance before the request went
+  const fresh = c.commit([o('in', 1, '20')]);
+  await assert.rejects(old, /generation 4, now 5/);
+  await turns(2);
+  assert.equal(m.sent.length, 1);
+  assert.deepEqual(m.sent[0]!.offsets, [o('in', 1, '20')]);
+  m.sent[0]!.answer();
+  await fresh;
 });
 
 test('an empty offset commit should send nothing', async () => {
   const m = manual();
-  const c = new OffsetCommits(m.commit);
+  const c = new OffsetCommits({ commit: m.commit });
   await c.commit([]);
+  await turns(2);
   assert.equal(m.sent.length, 0);
   assert.equal(c.requests, 0);
 });
