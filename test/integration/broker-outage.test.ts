@@ -1,5 +1,5 @@
 /**
- * Broker outages under exactly-once (issue 8, item 2). The test runs its OWN single-node broker
+ * Broker outages under exactly-once (issue 8, item 2), and one under at-least-once (last test). The test runs its OWN single-node broker
  * (the launcher, its own port and data dir) so it can SIGKILL and stop it without touching the
  * suite's broker; KAFKA_BROKERS is pointed at it before any helper makes a client.
  *
@@ -21,8 +21,13 @@ import { after, before, type TestContext, test } from 'node:test';
 import { runFiles } from '../../src/dev/kafka-config.js';
 import { eventually, jobTopics, produce, readAll } from '../helpers/kafka.js';
 import { allReady, ownBroker, RESTART_FAULT_KAFKA } from '../helpers/own-broker.js';
-import { assertExactOutput, RunningSumInput } from '../helpers/running-sum.js';
-import { spawnWorker, type WorkerProcess } from '../helpers/workers.js';
+import {
+  assertExactOutput,
+  RunningSumInput,
+  type RunningSumOut,
+  readCommittedUntil,
+} from '../helpers/running-sum.js';
+import { dumpWorkerLogs, spawnWorker, type WorkerProcess } from '../helpers/workers.js';
 
 const PORT = Number(process.env.TEST_OUTAGE_KAFKA_PORT ?? 39792);
 const SLICE = Number(process.env.TEST_OUTAGE_SLICE ?? 7000);
@@ -164,4 +169,51 @@ test('exactly-once should survive a SIGKILLed and a cleanly stopped broker, and 
     dump();
     throw e;
   }
+});
+
+test('at-least-once should lose no update through a SIGKILLed broker', { timeout: 240_000 }, async (t) => {
+  const { input, output, env } = await jobTopics('t-outage-alos', 4);
+  const data = new RunningSumInput({ seed: 9, keys: 200 });
+  const args = ['--processing.guarantee', 'at_least_once', '--log-level', 'info'];
+  const slots = [0, 1].map((i) => ({
+    name: `w${i}`,
+    stateDir: mkdtempSync(join(tmpdir(), `sluice-outage-alos-${i}-`)),
+  }));
+  const workers: WorkerProcess[] = slots.map((s) => spawnWorker('running-sum', { ...s, env, args }));
+  t.after(async () => {
+    await Promise.all(workers.map((w) => w.kill('SIGKILL')));
+    for (const s of slots) rmSync(s.stateDir, { recursive: true, force: true });
+  });
+  await eventually(() => allReady(workers), { timeoutMs: 90_000, what: 'both workers ready' });
+  await produce(input, data.next(SLICE));
+  const { outputs: outAtKill } = await broker.signalMidStream('SIGKILL', workers, output);
+  t.diagnostic(`broker SIGKILLed with ${outAtKill}/${SLICE} outputs; down for ${DOWN_MS} ms`);
+  await sleep(DOWN_MS);
+  await startBroker();
+  await produce(input, data.next(SLICE));
+  // Every input's update at least once, read by Kafka's own console consumer; repeats allowed.
+  const want = data.count;
+  let missing: number[] = [];
+  let out: Awaited<ReturnType<typeof readCommittedUntil>> = [];
+  const until = Date.now() + 120_000;
+  do {
+    out = await readCommittedUntil(output, want, 30_000);
+    const seen = new Set(out.map((r) => (JSON.parse(r.value!) as RunningSumOut).seq));
+    missing = [];
+    for (let s = 0; s < want; s++) if (!seen.has(s)) missing.push(s);
+  } while (missing.length > 0 && Date.now() < until);
+  t.diagnostic(`${out.length} outputs for ${want} inputs (${out.length - want} repeated)`);
+  if (missing.length > 0) dumpWorkerLogs(workers);
+  assert.equal(missing.length, 0, `lost updates: ${missing.slice(0, 10).join(', ')}`);
+  // Each key's last sum counts every record of it (a repeat never loses or skips one).
+  const last = new Map<string, RunningSumOut>();
+  for (const r of out) {
+    const v = JSON.parse(r.value!) as RunningSumOut;
+    if ((last.get(v.k)?.n ?? 0) < v.n) last.set(v.k, v);
+  }
+  for (const [k, sums] of data.expected) {
+    assert.equal(last.get(k)?.n, sums.length, `key ${k}: every record counted`);
+    assert.equal(last.get(k)?.sum, sums[sums.length - 1], `key ${k}: its sum`);
+  }
+  for (const w of workers) assert.equal(w.child.exitCode, null, `${w.name} still running`);
 });
