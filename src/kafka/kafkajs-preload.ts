@@ -4,7 +4,8 @@
  * (fetch-decoder.ts, after the filter), the linear producer grouping (kafkajs-patch.ts), the
  * one-buffer produce request encoder (produce-encoder.ts), static group membership
  * (kafkajs-static.ts, last: it loads kafkajs's consumer and index), and TxnOffsetCommit v3 and
- * OffsetFetch v7 for exactly-once v2 (kafkajs-txn-v3.ts, on Broker's prototype: in any order).
+ * OffsetFetch v7 for exactly-once v2 (kafkajs-txn-v3.ts, on Broker's prototype: in any order), and
+ * an offset-out-of-range reset that commits nothing (kafkajs-offset-reset.ts, on a prototype too).
  * Every file of src/kafka that imports kafkajs imports this first, so that whichever is evaluated
  * first, kafkajs loads patched. {@link assertKafkajsPatched} (called by every KafkaClient) fails
  * the worker at start when any of them did not install, or kafkajs is not the version they were
@@ -14,6 +15,7 @@ import { createRequire } from 'node:module';
 import { SluiceError } from '../errors.js';
 import { abortedFilterInstalled } from './aborted-filter.js';
 import { batchFilterPatched, fetchDecoderPatched } from './fetch-decoder.js';
+import { offsetResetPatched } from './kafkajs-offset-reset.js';
 import { kafkajsGroupingPatched, kafkajsProducerPatched, kafkajsSendPatched } from './kafkajs-patch.js';
 import { staticMembershipInstalled, staticMembershipProblem } from './kafkajs-static.js';
 import { txnV3Installed, txnV3Problem } from './kafkajs-txn-v3.js';
@@ -52,6 +54,7 @@ export function kafkajsPatchStatus(): KafkajsPatchStatus {
       'consumer batch offset filter (fetch-decoder.ts)': batchFilterPatched,
       'static membership (kafkajs-static.ts)': staticMembershipInstalled,
       'TxnOffsetCommit v3 and OffsetFetch v7, exactly-once v2 (kafkajs-txn-v3.ts)': txnV3Installed,
+      'an offset-out-of-range reset that commits nothing (kafkajs-offset-reset.ts)': offsetResetPatched,
     },
     problems: [
       ...(staticMembershipProblem === undefined ? [] : [`static membership: ${staticMembershipProblem}`]),
