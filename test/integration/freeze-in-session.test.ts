@@ -18,18 +18,25 @@ import { exactlyOnceArgs, spawnWorker, type WorkerProcess, workerGroup } from '.
  */
 const KEYS = 1000;
 const SESSION_MS = 30_000;
-/** Past the worker's transaction timeout (WORKER_TRANSACTION_TIMEOUT_MS, 10 s), within the session. */
-const FREEZE_MS = 14_000;
-/** Freezes tried until one lands on an open transaction (each about as likely as not). */
-const MAX_FREEZES = 5;
-/** Records produced at once before each freeze: the worker is busy committing when it stops. */
-const BURST = 30_000;
+/**
+ * Past the worker's transaction timeout (WORKER_TRANSACTION_TIMEOUT_MS, 10 s) by more than the
+ * coordinator's sweep for timed-out transactions (every 10 s, Kafka's
+ * transaction.abort.timed.out.transaction.cleanup.interval.ms), within the 30 s session: the
+ * open transaction is aborted during every freeze, not only when a sweep happens to fall in it.
+ */
+const FREEZE_MS = 21_000;
+/** Freezes tried until one lands on an open transaction. */
+const MAX_FREEZES = 8;
+/** Input flows in small slices all the time: the worker always has records processed and so a
+ *  transaction begun ahead of its next checkpoint (open on the coordinator), when it stops. */
+const SLICE = 20;
+const SLICE_EVERY_MS = 20;
 const PARTITIONS = 4;
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 test('exactly-once should hold through a freeze past the transaction timeout, within the session', {
-  timeout: 300_000,
+  timeout: 420_000,
 }, async (t) => {
   const { id, input, output, env } = await jobTopics('t-freeze-in-session', PARTITIONS);
   const group = workerGroup(t, id);
@@ -46,7 +53,13 @@ test('exactly-once should hold through a freeze past the transaction timeout, wi
   );
   const inputGen = new RunningSumInput({ seed: 77, keys: KEYS });
   await group.step('both workers serve HTTP', () => Promise.all(workers.map((w) => w.url())));
-  await produce(input, inputGen.next(BURST));
+  let producing = true;
+  const feeding = (async () => {
+    while (producing) {
+      await produce(input, inputGen.next(SLICE));
+      await sleep(SLICE_EVERY_MS);
+    }
+  })();
   await sleep(3000);
   const marks = workers.map((w) => w.logMark());
   const failedSince = () =>
@@ -54,12 +67,9 @@ test('exactly-once should hold through a freeze past the transaction timeout, wi
       .length;
   let freezes = 0;
   try {
-    // A freeze meets the fence only if the worker had a transaction open when it stopped: each
-    // comes right after a burst of input, while the worker is processing and committing it.
+    // A freeze meets the fence only if the worker had a transaction open when it stopped.
     while (freezes < MAX_FREEZES && failedSince() === 0) {
       const w = workers[freezes % workers.length]!;
-      await produce(input, inputGen.next(BURST));
-      await sleep(150 + freezes * 40);
       w.child.kill('SIGSTOP');
       await sleep(FREEZE_MS);
       w.child.kill('SIGCONT');
@@ -68,8 +78,9 @@ test('exactly-once should hold through a freeze past the transaction timeout, wi
     }
   } finally {
     for (const w of workers) w.child.kill('SIGCONT');
+    producing = false;
+    await feeding;
   }
-  await produce(input, inputGen.next(BURST));
   // No rebalance: the freezes were within the session, so neither worker gave tasks away.
   const since = workers.flatMap((w, i) => w.logsSince(marks[i]!));
   const moved = since.filter((l) => l.includes('"lost":true') || l.includes('task migrated')).length;
