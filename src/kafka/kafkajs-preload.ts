@@ -5,7 +5,8 @@
  * one-buffer produce request encoder (produce-encoder.ts), static group membership
  * (kafkajs-static.ts, last: it loads kafkajs's consumer and index), and TxnOffsetCommit v3 and
  * OffsetFetch v7 for exactly-once v2 (kafkajs-txn-v3.ts, on Broker's prototype: in any order), and
- * an offset-out-of-range reset that commits nothing (kafkajs-offset-reset.ts, on a prototype too).
+ * an offset-out-of-range reset that commits nothing (kafkajs-offset-reset.ts, on a prototype too),
+ * and request queues that poll only while a request waits (kafkajs-request-queue.ts, likewise).
  * Every file of src/kafka that imports kafkajs imports this first, so that whichever is evaluated
  * first, kafkajs loads patched. {@link assertKafkajsPatched} (called by every KafkaClient) fails
  * the worker at start when any of them did not install, or kafkajs is not the version they were
@@ -17,6 +18,7 @@ import { abortedFilterInstalled } from './aborted-filter.js';
 import { batchFilterPatched, fetchDecoderPatched } from './fetch-decoder.js';
 import { offsetResetPatched } from './kafkajs-offset-reset.js';
 import { kafkajsGroupingPatched, kafkajsProducerPatched, kafkajsSendPatched } from './kafkajs-patch.js';
+import { requestQueuePatched } from './kafkajs-request-queue.js';
 import { staticMembershipInstalled, staticMembershipProblem } from './kafkajs-static.js';
 import { txnV3Installed, txnV3Problem } from './kafkajs-txn-v3.js';
 import { produceEncoderPatched } from './produce-encoder.js';
@@ -55,6 +57,7 @@ export function kafkajsPatchStatus(): KafkajsPatchStatus {
       'static membership (kafkajs-static.ts)': staticMembershipInstalled,
       'TxnOffsetCommit v3 and OffsetFetch v7, exactly-once v2 (kafkajs-txn-v3.ts)': txnV3Installed,
       'an offset-out-of-range reset that commits nothing (kafkajs-offset-reset.ts)': offsetResetPatched,
+      'request queues that poll only while a request waits (kafkajs-request-queue.ts)': requestQueuePatched,
     },
     problems: [
       ...(staticMembershipProblem === undefined ? [] : [`static membership: ${staticMembershipProblem}`]),
