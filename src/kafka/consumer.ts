@@ -63,6 +63,11 @@ export interface GroupConsumerOptions {
    * another member (whose fence would abort a checkpoint still in flight).
    */
   beforeRejoin?: () => Promise<void>;
+  /**
+   * A JoinGroup after `beforeRejoin` failed: the member keeps its generation and assignment, and
+   * kafkajs fetches for them again (it retries the join only at the next rebalance signal).
+   */
+  rejoinFailed?: () => void;
 }
 
 export interface GroupHandlers {
@@ -106,6 +111,7 @@ export class GroupConsumer {
       partitionAssigners: [createTaskAssigner(opts.layout, opts.memberInfo, opts.onMembers)],
       retry: { retries: 1000, initialRetryTime: 300, maxRetryTime: 10_000 },
       ...(opts.beforeRejoin === undefined ? {} : { beforeJoin: opts.beforeRejoin }),
+      ...(opts.rejoinFailed === undefined ? {} : { joinFailed: opts.rejoinFailed }),
       onGroup: (g) => {
         this.#group = g;
       },

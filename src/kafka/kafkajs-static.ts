@@ -44,6 +44,14 @@ declare module 'kafkajs' {
      */
     beforeJoin?: () => Promise<void>;
     /**
+     * Called when a JoinGroup that `beforeJoin` prepared for failed, so the member's generation and
+     * assignment did not change (installed by src/kafka/kafkajs-static.ts). kafkajs's runner then
+     * fetches again for the old assignment (a coordinator still loading after a broker restart
+     * fails the join that way, and kafkajs does not retry the join itself): what `beforeJoin`
+     * stopped must run again for it.
+     */
+    joinFailed?: (error: unknown) => void;
+    /**
      * Called with each kafkajs ConsumerGroup this consumer makes (installed by
      * src/kafka/kafkajs-static.ts): its `generationId`, `memberId` and `groupInstanceId` are the
      * group metadata an exactly-once v2 TxnOffsetCommit carries. kafkajs keeps the object private.
@@ -73,6 +81,7 @@ interface MemberSettings {
   groupInstanceId: string | null;
   leaveGroupOnStop: () => boolean;
   beforeJoin: (() => Promise<void>) | undefined;
+  joinFailed: ((error: unknown) => void) | undefined;
   onGroup: ((group: GroupMembership) => void) | undefined;
 }
 
@@ -227,6 +236,7 @@ function patchConsumerGroup(): any {
     declare groupInstanceId: string | null;
     declare leaveGroupOnStop: () => boolean;
     declare beforeJoin: (() => Promise<void>) | undefined;
+    declare joinFailed: ((error: unknown) => void) | undefined;
 
     constructor(options: any) {
       super(options);
@@ -234,6 +244,7 @@ function patchConsumerGroup(): any {
       this.groupInstanceId = s?.groupInstanceId ?? null;
       this.leaveGroupOnStop = s?.leaveGroupOnStop ?? (() => true);
       this.beforeJoin = s?.beforeJoin;
+      this.joinFailed = s?.joinFailed;
       s?.onGroup?.(this as unknown as GroupMembership);
       // kafkajs's heartbeat, with the instance id (it is a closure made by the constructor).
       const self = this as any;
@@ -255,19 +266,26 @@ function patchConsumerGroup(): any {
       // Eager rebalancing: what this member owns is about to be reassigned; let it commit first.
       if (this.beforeJoin) await this.beforeJoin();
       const { groupId, sessionTimeout, rebalanceTimeout, groupInstanceId } = this;
-      this.coordinator = await this.cluster.findGroupCoordinator({ groupId }).catch((e: unknown) => {
-        throw retriableLookup(e, groupId);
-      });
-      const groupData = await this.coordinator.joinGroup({
-        groupId,
-        sessionTimeout,
-        rebalanceTimeout,
-        memberId: this.memberId || '',
-        groupInstanceId,
-        groupProtocols: this.assigners.map((assigner: any) =>
-          assigner.protocol({ topics: this.topicsSubscribed }),
-        ),
-      });
+      let groupData: any;
+      try {
+        this.coordinator = await this.cluster.findGroupCoordinator({ groupId }).catch((e: unknown) => {
+          throw retriableLookup(e, groupId);
+        });
+        groupData = await this.coordinator.joinGroup({
+          groupId,
+          sessionTimeout,
+          rebalanceTimeout,
+          memberId: this.memberId || '',
+          groupInstanceId,
+          groupProtocols: this.assigners.map((assigner: any) =>
+            assigner.protocol({ topics: this.topicsSubscribed }),
+          ),
+        });
+      } catch (e) {
+        // Nothing changed: the same generation, the same assignment.
+        this.joinFailed?.(e);
+        throw e;
+      }
       this.generationId = groupData.generationId;
       this.leaderId = groupData.leaderId;
       this.memberId = groupData.memberId;
@@ -332,6 +350,7 @@ function patchClient(): void {
       groupInstanceId: id ?? null,
       leaveGroupOnStop: config.leaveGroupOnStop ?? (() => false),
       beforeJoin: config.beforeJoin,
+      joinFailed: config.joinFailed,
       onGroup: config.onGroup,
     };
     try {

@@ -13,6 +13,8 @@ export interface SliceHooks {
   checkpoint: (task: Task) => void;
   /** Waits until the task's async stages have room, heartbeating meanwhile. */
   awaitRoom: () => Promise<void>;
+  /** Waits until the task's checkpoint in flight settles, heartbeating meanwhile. */
+  awaitIdle: () => Promise<void>;
 }
 
 /**
@@ -47,7 +49,7 @@ export async function processInSlices(
     if (i > 0) {
       if (task.checkpointDue) h.checkpoint(task);
       await new Promise<void>((r) => setImmediate(r));
-      if (task.checkpointBacklogged) await task.idle();
+      if (task.checkpointBacklogged) await h.awaitIdle();
     }
     if (task.async.backlogged) await h.awaitRoom();
     if (b.isStale() || !h.owns(task) || task.state !== 'running' || !running()) break;
@@ -79,6 +81,21 @@ export async function awaitReady(
     if (done !== 'tick' || !going()) return;
     await heartbeat();
   }
+}
+
+/**
+ * Waits (in a batch handler) for the task's checkpoint in flight, like {@link awaitReady}: a
+ * checkpoint that waits on the group (its worker's transaction gate, shut while the member
+ * rejoins) must not hold the handler without heartbeats, or the member drops out of the group and
+ * never sees the rebalance that would settle it.
+ */
+export async function awaitIdle(
+  task: Task,
+  heartbeat: () => Promise<void>,
+  going: () => boolean,
+): Promise<void> {
+  const idle = task.idle();
+  while ((await withinSecond(idle)) === 'tick' && going()) await heartbeat();
 }
 
 /** Waits (in a batch handler) until the task's async stages have room again, like {@link awaitReady}. */

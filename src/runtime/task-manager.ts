@@ -8,7 +8,7 @@ import type { Logger } from '../ops/logger.js';
 import type { WorkerMetrics } from '../ops/metrics.js';
 import type { Topology } from '../topology/build.js';
 import { AsyncBudget } from './async-stage.js';
-import { awaitReady, awaitRoom, processInSlices } from './batch-slices.js';
+import { awaitIdle, awaitReady, awaitRoom, processInSlices } from './batch-slices.js';
 import type { InputRateMeter } from './input-rate.js';
 import { checkpointBeforeRejoin } from './rejoin.js';
 import { SliceSize } from './slice-size.js';
@@ -200,6 +200,11 @@ export class TaskManager {
     return awaitRoom(task, heartbeat, () => running() && this.owns(task));
   }
 
+  /** Waits (in a batch handler) for the task's checkpoint in flight (batch-slices.ts). */
+  awaitIdle(task: Task, heartbeat: () => Promise<void>, running: () => boolean): Promise<void> {
+    return awaitIdle(task, heartbeat, () => running() && this.owns(task));
+  }
+
   /** Processes a batch of one input partition, in slices (batch-slices.ts). */
   processBatch(task: Task, b: BatchContext, running: () => boolean): Promise<number> {
     let sizer = this.#slices.get(task);
@@ -209,6 +214,7 @@ export class TaskManager {
       owns: (t) => this.owns(t),
       checkpoint: (t) => void this.checkpoint(t),
       awaitRoom: () => this.awaitRoom(task, b.heartbeat, running),
+      awaitIdle: () => this.awaitIdle(task, b.heartbeat, running),
     });
   }
 
@@ -341,6 +347,11 @@ export class TaskManager {
   /** Before this member rejoins the group, its tasks checkpoint (rejoin.ts). */
   beforeRejoin(): Promise<void> {
     return checkpointBeforeRejoin(this.#tasks.values(), (t) => this.checkpoint(t), this.#d.transactions);
+  }
+
+  /** The rejoin's JoinGroup failed: the assignment holds, and its checkpoints may commit again. */
+  rejoinFailed(): void {
+    this.#d.transactions?.reopen();
   }
 
   /**

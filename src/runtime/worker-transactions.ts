@@ -142,6 +142,16 @@ export class WorkerTransactions {
     );
   }
 
+  /**
+   * The member's rejoin failed before a new generation (its JoinGroup was refused, e.g. by a
+   * coordinator still loading after a broker restart): it keeps its generation and assignment,
+   * and kafkajs fetches for them again. The gate opens for that assignment; else its tasks'
+   * checkpoints would wait for an assignment that never comes, and their batches behind them.
+   */
+  reopen(): void {
+    if (!this.#open && !this.#closed) this.open();
+  }
+
   get isOpen(): boolean {
     return this.#open;
   }

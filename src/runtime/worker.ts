@@ -235,6 +235,7 @@ export class Worker {
       },
       groupInstanceId: this.#opts.groupInstanceId,
       beforeRejoin: () => this.#manager.beforeRejoin(),
+      rejoinFailed: () => this.#manager.rejoinFailed(),
     });
     this.#joinSince = Date.now();
     await this.#consumer.start({
@@ -299,7 +300,7 @@ export class Worker {
       // Restoring: the batch is fetched again later. Never hold the consumer while stopping.
       return this.#manager.awaitReady(task, b.heartbeat, this.#running);
     }
-    if (task.checkpointBacklogged) await task.idle();
+    if (task.checkpointBacklogged) await this.#manager.awaitIdle(task, b.heartbeat, this.#running);
     if (task.async.backlogged) await this.#manager.awaitRoom(task, b.heartbeat, this.#running);
     if (b.isStale() || !this.#manager.owns(task) || task.state !== 'running') return;
     const sync = this.#syncs.of(task); // several inputs: in timestamp order across them
@@ -361,7 +362,6 @@ export class Worker {
     this.#state = 'failed';
     this.#opts.onFatal?.(e);
   }
-
   get fatalError(): Error | undefined {
     return this.#fatal;
   }

@@ -117,6 +117,7 @@ function staticGroup(
   groupInstanceId: string | undefined,
   leave: () => boolean,
   beforeJoin?: () => Promise<void>,
+  joinFailed?: (e: unknown) => void,
 ) {
   const { Kafka, logLevel } = require('kafkajs');
   const kafka = new Kafka({ brokers: ['127.0.0.1:1'], logLevel: logLevel.NOTHING });
@@ -127,7 +128,7 @@ function staticGroup(
   const create = kafka[CREATE];
   kafka[CREATE] = (o: unknown) => (cluster = create.call(kafka, o));
   const calls: Array<[string, any]> = [];
-  kafka.consumer({ groupId: 'g', groupInstanceId, leaveGroupOnStop: leave, beforeJoin });
+  kafka.consumer({ groupId: 'g', groupInstanceId, leaveGroupOnStop: leave, beforeJoin, joinFailed });
   const { MemberAssignment } = require('kafkajs/src/consumer/assignerProtocol.js');
   // A Broker's methods live on its prototype, as here.
   const coordinator = Object.create({
@@ -236,6 +237,38 @@ test('the beforeJoin hook should run, and be awaited, before every JoinGroup (th
     [...order, ...s.calls.map(([n]) => n)],
     ['hook', 'hook done', 'hook', 'hook done', 'joinGroup', 'joinGroup'],
   );
+});
+
+test('a JoinGroup that fails after the beforeJoin hook should call joinFailed, and leave the generation as it was', async () => {
+  const errors = require('kafkajs/src/errors.js');
+  const failures: unknown[] = [];
+  const s = staticGroup(
+    'pod-5',
+    () => false,
+    async () => undefined,
+    (e) => failures.push(e),
+  );
+  await s.g[s.JOIN]();
+  assert.equal(s.g.generationId, 1);
+  assert.equal(failures.length, 0, 'a join that worked is no failure');
+  // The coordinator of a group that just moved (a broker restarted) is still loading it.
+  const loading = new errors.KafkaJSProtocolError({
+    type: 'COORDINATOR_LOAD_IN_PROGRESS',
+    code: 14,
+    retriable: true,
+    message: "The coordinator is loading and hence can't process requests for this group",
+  });
+  s.coordinator.joinGroup = async () => {
+    throw loading;
+  };
+  await assert.rejects(s.g[s.JOIN](), (e) => e === loading);
+  assert.deepEqual(failures, [loading]);
+  assert.equal(s.g.generationId, 1, 'the generation is unchanged');
+  assert.equal(s.g.memberId, 'm-1');
+  // joinAndSync gives up on it at once (not a rebalance): kafkajs's runner fetches for the old
+  // assignment next, which the worker must be able to checkpoint (TaskManager.rejoinFailed).
+  await assert.rejects(s.g.joinAndSync());
+  assert.equal(failures.length, 2);
 });
 
 /** kafkajs's consumer restarts itself after a crash only when the deepest `cause` is retriable. */

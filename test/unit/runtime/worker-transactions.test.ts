@@ -185,6 +185,26 @@ test('while shut (the member is rejoining), no transaction begins; open lets the
   await w.close();
 });
 
+test('a rejoin whose JoinGroup failed reopens the gate for the assignment it kept', async () => {
+  const { w, made } = setup();
+  const a = await w.join('0_0', [], 1000);
+  w.reopen();
+  assert.equal(w.isOpen, true, 'reopen opens a gate never opened too: the assignment is current');
+  w.shut(); // beforeRejoin
+  const p = a.commitTransaction(recs('out', 'a1'), group(off('in', 0, 1)));
+  await turn();
+  assert.equal(made[0]!.commits.length, 0, 'shut: the checkpoint waits');
+  w.reopen(); // the JoinGroup was refused (a coordinator still loading): same generation
+  await turn();
+  assert.equal(made[0]!.commits.length, 1, 'it commits under the generation it still has');
+  made[0]!.commits[0]!.settle();
+  await p;
+  await w.close();
+  w.shut();
+  w.reopen();
+  assert.equal(w.isOpen, false, 'a closed one stays shut');
+});
+
 test('a failed transaction fails every task in it, and the next one gets a new producer', async () => {
   const { w, made, a, b } = await twoTasks();
   const pa = a.commitTransaction(recs('out', 'a1'), group(off('in', 0, 1)));
