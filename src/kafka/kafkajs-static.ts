@@ -44,11 +44,11 @@ declare module 'kafkajs' {
      */
     beforeJoin?: () => Promise<void>;
     /**
-     * Called when a JoinGroup that `beforeJoin` prepared for failed, so the member's generation and
-     * assignment did not change (installed by src/kafka/kafkajs-static.ts). kafkajs's runner then
-     * fetches again for the old assignment (a coordinator still loading after a broker restart
-     * fails the join that way, and kafkajs does not retry the join itself): what `beforeJoin`
-     * stopped must run again for it.
+     * Called when a rejoin (`joinAndSync`, after `beforeJoin`) failed and kafkajs gave up on it
+     * (installed by src/kafka/kafkajs-static.ts): its runner then fetches again for the assignment
+     * the member had (a coordinator still loading after a broker restart refuses the JoinGroup
+     * that way, and kafkajs retries the join only at the next rebalance signal). What
+     * `beforeJoin` stopped must run again for that assignment.
      */
     joinFailed?: (error: unknown) => void;
     /**
@@ -261,31 +261,36 @@ function patchConsumerGroup(): any {
       );
     }
 
+    /**
+     * kafkajs's join and sync, retried by kafkajs on a rebalance error or an unknown member id;
+     * on any other failure kafkajs gives up and its runner fetches again for the assignment the
+     * member had: `joinFailed` says so (once per failed rejoin, not per retry inside it).
+     */
+    joinAndSync(this: any): Promise<void> {
+      return super.joinAndSync().catch((e: unknown) => {
+        this.joinFailed?.(e);
+        throw e;
+      });
+    }
+
     /** kafkajs's join, with the instance id, after the `beforeJoin` hook. */
     async [JOIN](this: any): Promise<void> {
       // Eager rebalancing: what this member owns is about to be reassigned; let it commit first.
       if (this.beforeJoin) await this.beforeJoin();
       const { groupId, sessionTimeout, rebalanceTimeout, groupInstanceId } = this;
-      let groupData: any;
-      try {
-        this.coordinator = await this.cluster.findGroupCoordinator({ groupId }).catch((e: unknown) => {
-          throw retriableLookup(e, groupId);
-        });
-        groupData = await this.coordinator.joinGroup({
-          groupId,
-          sessionTimeout,
-          rebalanceTimeout,
-          memberId: this.memberId || '',
-          groupInstanceId,
-          groupProtocols: this.assigners.map((assigner: any) =>
-            assigner.protocol({ topics: this.topicsSubscribed }),
-          ),
-        });
-      } catch (e) {
-        // Nothing changed: the same generation, the same assignment.
-        this.joinFailed?.(e);
-        throw e;
-      }
+      this.coordinator = await this.cluster.findGroupCoordinator({ groupId }).catch((e: unknown) => {
+        throw retriableLookup(e, groupId);
+      });
+      const groupData = await this.coordinator.joinGroup({
+        groupId,
+        sessionTimeout,
+        rebalanceTimeout,
+        memberId: this.memberId || '',
+        groupInstanceId,
+        groupProtocols: this.assigners.map((assigner: any) =>
+          assigner.protocol({ topics: this.topicsSubscribed }),
+        ),
+      });
       this.generationId = groupData.generationId;
       this.leaderId = groupData.leaderId;
       this.memberId = groupData.memberId;

@@ -209,12 +209,18 @@ export class TaskManager {
   processBatch(task: Task, b: BatchContext, running: () => boolean): Promise<number> {
     let sizer = this.#slices.get(task);
     if (sizer === undefined) this.#slices.set(task, (sizer = new SliceSize()));
-    return processInSlices(task, b, running, {
+    // A heartbeat between slices that fails (a rebalance) ends the batch here, not in the worker's
+    // catch (which would reset the task and abort its transaction in flight): kafkajs's own
+    // heartbeat after the batch meets the rebalance again and rejoins. The rest is fetched again.
+    let beat = true;
+    const going = () => beat && running();
+    const heartbeat = () => b.heartbeat().catch(() => void (beat = false));
+    return processInSlices(task, b, going, {
       sizer,
       owns: (t) => this.owns(t),
       checkpoint: (t) => void this.checkpoint(t),
-      awaitRoom: () => this.awaitRoom(task, b.heartbeat, running),
-      awaitIdle: () => this.awaitIdle(task, b.heartbeat, running),
+      awaitRoom: () => this.awaitRoom(task, heartbeat, going),
+      awaitIdle: () => this.awaitIdle(task, heartbeat, going),
     });
   }
 

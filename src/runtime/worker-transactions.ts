@@ -143,13 +143,18 @@ export class WorkerTransactions {
   }
 
   /**
-   * The member's rejoin failed before a new generation (its JoinGroup was refused, e.g. by a
-   * coordinator still loading after a broker restart): it keeps its generation and assignment,
-   * and kafkajs fetches for them again. The gate opens for that assignment; else its tasks'
-   * checkpoints would wait for an assignment that never comes, and their batches behind them.
+   * The member's rejoin failed (a JoinGroup refused, e.g. by a coordinator still loading after a
+   * broker restart; kafkajs then fetches again for the assignment it had): the gate opens again
+   * for that assignment, with the group metadata it was opened for, not kafkajs's live one (a
+   * join that got through before a retry failed may have moved it to a generation whose
+   * assignment this member never saw). Else its tasks' checkpoints would wait for an assignment
+   * that never comes, and their batches behind them. If the group has moved on, the coordinator
+   * refuses the transaction (fenced: the tasks close as migrated, the member rejoins).
    */
   reopen(): void {
-    if (!this.#open && !this.#closed) this.open();
+    if (this.#open || this.#closed || this.#meta === undefined) return;
+    this.#open = true;
+    this.#schedule();
   }
 
   get isOpen(): boolean {

@@ -239,7 +239,7 @@ test('the beforeJoin hook should run, and be awaited, before every JoinGroup (th
   );
 });
 
-test('a JoinGroup that fails after the beforeJoin hook should call joinFailed, and leave the generation as it was', async () => {
+test('a rejoin kafkajs gives up on should call joinFailed once; one it retries, not in between', async () => {
   const errors = require('kafkajs/src/errors.js');
   const failures: unknown[] = [];
   const s = staticGroup(
@@ -248,7 +248,8 @@ test('a JoinGroup that fails after the beforeJoin hook should call joinFailed, a
     async () => undefined,
     (e) => failures.push(e),
   );
-  await s.g[s.JOIN]();
+  s.g.joinAndSync = s.g.joinAndSync.bind(s.g);
+  await s.g.joinAndSync();
   assert.equal(s.g.generationId, 1);
   assert.equal(failures.length, 0, 'a join that worked is no failure');
   // The coordinator of a group that just moved (a broker restarted) is still loading it.
@@ -258,17 +259,31 @@ test('a JoinGroup that fails after the beforeJoin hook should call joinFailed, a
     retriable: true,
     message: "The coordinator is loading and hence can't process requests for this group",
   });
-  s.coordinator.joinGroup = async () => {
+  const refuse = () => {
     throw loading;
   };
-  await assert.rejects(s.g[s.JOIN](), (e) => e === loading);
-  assert.deepEqual(failures, [loading]);
+  s.coordinator.joinGroup = async () => refuse();
+  await assert.rejects(s.g.joinAndSync(), (e) => e === loading);
+  assert.deepEqual(failures, [loading], 'kafkajs gave up: the member keeps its assignment');
   assert.equal(s.g.generationId, 1, 'the generation is unchanged');
-  assert.equal(s.g.memberId, 'm-1');
-  // joinAndSync gives up on it at once (not a rebalance): kafkajs's runner fetches for the old
-  // assignment next, which the worker must be able to checkpoint (TaskManager.rejoinFailed).
-  await assert.rejects(s.g.joinAndSync());
-  assert.equal(failures.length, 2);
+  // A rebalance error is retried inside joinAndSync (JoinGroup again): not a failure of it.
+  const rebalancing = new errors.KafkaJSProtocolError({
+    type: 'REBALANCE_IN_PROGRESS',
+    code: 27,
+    retriable: false,
+    message: 'The group is rebalancing, so a rejoin is needed',
+  });
+  let joins = 0;
+  s.coordinator.joinGroup = async () => {
+    joins++;
+    if (joins === 1) throw rebalancing;
+    return { generationId: 2, leaderId: 'other', memberId: 'm-1', members: [], groupProtocol: 'p' };
+  };
+  s.g.retrier = require('kafkajs/src/retry/index.js')({ retries: 2, initialRetryTime: 1 });
+  await s.g.joinAndSync();
+  assert.equal(joins, 2);
+  assert.equal(failures.length, 1, 'no joinFailed for a retry inside the rejoin');
+  assert.equal(s.g.generationId, 2);
 });
 
 /** kafkajs's consumer restarts itself after a crash only when the deepest `cause` is retriable. */

@@ -185,18 +185,23 @@ test('while shut (the member is rejoining), no transaction begins; open lets the
   await w.close();
 });
 
-test('a rejoin whose JoinGroup failed reopens the gate for the assignment it kept', async () => {
-  const { w, made } = setup();
+test('a rejoin whose JoinGroup failed reopens the gate, under the generation it was opened for', async () => {
+  const { w, made, current } = setup();
   const a = await w.join('0_0', [], 1000);
   w.reopen();
-  assert.equal(w.isOpen, true, 'reopen opens a gate never opened too: the assignment is current');
+  assert.equal(w.isOpen, false, 'never opened: no assignment to reopen for');
+  w.open(); // generation 3
   w.shut(); // beforeRejoin
+  // A JoinGroup got through (kafkajs's live generation is 4), then the retried one failed: the
+  // member never saw generation 4's assignment.
+  current.meta = { generationId: 4, memberId: 'm-1', groupInstanceId: 'w1' };
   const p = a.commitTransaction(recs('out', 'a1'), group(off('in', 0, 1)));
   await turn();
   assert.equal(made[0]!.commits.length, 0, 'shut: the checkpoint waits');
-  w.reopen(); // the JoinGroup was refused (a coordinator still loading): same generation
+  w.reopen();
   await turn();
-  assert.equal(made[0]!.commits.length, 1, 'it commits under the generation it still has');
+  assert.equal(made[0]!.commits.length, 1, 'it goes once the gate reopens');
+  assert.equal(made[0]!.commits[0]!.meta?.generationId, 3, 'under the generation of the tasks it holds');
   made[0]!.commits[0]!.settle();
   await p;
   await w.close();
