@@ -64,8 +64,9 @@ export interface GroupConsumerOptions {
    */
   beforeRejoin?: () => Promise<void>;
   /**
-   * A JoinGroup after `beforeRejoin` failed: the member keeps its generation and assignment, and
-   * kafkajs fetches for them again (it retries the join only at the next rebalance signal).
+   * kafkajs gave a rejoin up (e.g. a JoinGroup refused by a coordinator still loading): the member
+   * keeps the assignment it had, and kafkajs fetches for it again (it retries the join only at the
+   * next rebalance signal).
    */
   rejoinFailed?: () => void;
 }

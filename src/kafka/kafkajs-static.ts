@@ -264,10 +264,18 @@ function patchConsumerGroup(): any {
     /**
      * kafkajs's join and sync, retried by kafkajs on a rebalance error or an unknown member id;
      * on any other failure kafkajs gives up and its runner fetches again for the assignment the
-     * member had: `joinFailed` says so (once per failed rejoin, not per retry inside it).
+     * member had: `joinFailed` says so (once per failed rejoin, not per retry inside it). A
+     * JoinGroup that got through before the failure moved kafkajs to a generation whose
+     * assignment it never received; the member goes back to the one it has, so that its next
+     * heartbeat meets ILLEGAL_GENERATION and kafkajs rejoins at once (with the newer one, the
+     * coordinator answers heartbeats while it waits for a SyncGroup that never comes).
      */
     joinAndSync(this: any): Promise<void> {
+      const { generationId } = this;
       return super.joinAndSync().catch((e: unknown) => {
+        // Not the member id: a static member that rejoins with one its instance no longer has
+        // is fenced (FENCED_INSTANCE_ID), and the new one is what the coordinator knows it by.
+        if (generationId !== null) this.generationId = generationId;
         this.joinFailed?.(e);
         throw e;
       });

@@ -355,7 +355,7 @@ export class TaskManager {
     return checkpointBeforeRejoin(this.#tasks.values(), (t) => this.checkpoint(t), this.#d.transactions);
   }
 
-  /** The rejoin's JoinGroup failed: the assignment holds, and its checkpoints may commit again. */
+  /** kafkajs gave the rejoin up: the assignment it had holds, and its checkpoints may commit again. */
   rejoinFailed(): void {
     this.#d.transactions?.reopen();
   }

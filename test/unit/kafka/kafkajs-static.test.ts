@@ -248,7 +248,6 @@ test('a rejoin kafkajs gives up on should call joinFailed once; one it retries, 
     async () => undefined,
     (e) => failures.push(e),
   );
-  s.g.joinAndSync = s.g.joinAndSync.bind(s.g);
   await s.g.joinAndSync();
   assert.equal(s.g.generationId, 1);
   assert.equal(failures.length, 0, 'a join that worked is no failure');
@@ -284,6 +283,24 @@ test('a rejoin kafkajs gives up on should call joinFailed once; one it retries, 
   assert.equal(joins, 2);
   assert.equal(failures.length, 1, 'no joinFailed for a retry inside the rejoin');
   assert.equal(s.g.generationId, 2);
+  // A JoinGroup that gets through (generation 3), then a SyncGroup kafkajs gives up on: the
+  // member never received generation 3's assignment, and goes back to generation 2, so that its
+  // next heartbeat meets ILLEGAL_GENERATION and kafkajs rejoins.
+  s.coordinator.joinGroup = async () => ({
+    generationId: 3,
+    leaderId: 'other',
+    memberId: 'm-2',
+    members: [],
+    groupProtocol: 'p',
+  });
+  const gone = new errors.KafkaJSConnectionError('Connection error: the coordinator went away');
+  s.coordinator.syncGroup = async () => {
+    throw gone;
+  };
+  await assert.rejects(s.g.joinAndSync(), (e) => e === gone);
+  assert.deepEqual(failures.slice(1), [gone]);
+  assert.equal(s.g.generationId, 2, 'back to the generation whose assignment it has');
+  assert.equal(s.g.memberId, 'm-2', 'the member id the coordinator knows it by now');
 });
 
 /** kafkajs's consumer restarts itself after a crash only when the deepest `cause` is retriable. */
