@@ -188,6 +188,37 @@ test('a batch should stop at the slice where its task was reset meanwhile: the r
   await m.closeAll({ checkpoint: false });
 });
 
+test('a heartbeat failing while a batch waits for its checkpoint should end the batch there, not reset the task', async () => {
+  let release!: () => void;
+  const held = new Promise<void>((r) => {
+    release = r;
+  });
+  const { m, fences } = manager({ commitIntervalMs: 1, commit: () => held });
+  await m.onAssignment([{ topic: 'orders', partition: 0 }]);
+  const task = m.tasks.get('0_0')!;
+  await task.whenReady();
+  await new Promise((r) => setTimeout(r, 5));
+  const resolved: string[] = [];
+  let beats = 0;
+  const b = batchOf(2500, resolved);
+  b.heartbeat = async () => {
+    beats++;
+    throw Object.assign(new Error('The group is rebalancing, so a rejoin is needed'), {
+      type: 'REBALANCE_IN_PROGRESS',
+    });
+  };
+  // The checkpoint started after the first slice hangs; the next slice waits for it, and
+  // heartbeats once a second meanwhile: the first one meets the rebalance.
+  assert.equal(await m.processBatch(task, b, () => true), 1000, 'no throw: the batch ends');
+  assert.equal(beats, 1);
+  assert.deepEqual(resolved, ['999'], 'the rest is fetched again');
+  assert.equal(task.state, 'running', 'not reset: its checkpoint is still in flight');
+  assert.equal(fences.length, 1, 'no new fence');
+  release();
+  await task.idle();
+  await m.closeAll({ checkpoint: false });
+});
+
 test('a start whose input offsets never come should fail in time and be retried with a new admin client; the late answer must not seek', async () => {
   let release: (v: unknown) => void = () => undefined;
   const hung = new Promise((r) => {
