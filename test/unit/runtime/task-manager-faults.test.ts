@@ -207,11 +207,13 @@ test('a heartbeat failing while a batch waits for its checkpoint should end the 
       type: 'REBALANCE_IN_PROGRESS',
     });
   };
-  // The checkpoint started after the first slice hangs; the next slice waits for it, and
-  // heartbeats once a second meanwhile: the first one meets the rebalance.
-  assert.equal(await m.processBatch(task, b, () => true), 1000, 'no throw: the batch ends');
+  // The checkpoint started after the first slice hangs; a later slice waits for it (once it is
+  // due again: how many slices that takes depends on the clock), heartbeating once a second
+  // meanwhile: the first heartbeat meets the rebalance.
+  const n = await m.processBatch(task, b, () => true);
   assert.equal(beats, 1);
-  assert.deepEqual(resolved, ['999'], 'the rest is fetched again');
+  assert.ok(n >= 1000 && n < 2500, `the batch ends early, without throwing (${n} processed)`);
+  assert.equal(resolved.at(-1), String(n - 1), 'resolved up to what was processed; the rest comes again');
   assert.equal(task.state, 'running', 'not reset: its checkpoint is still in flight');
   assert.equal(fences.length, 1, 'no new fence');
   release();
