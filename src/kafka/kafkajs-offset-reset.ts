@@ -14,9 +14,7 @@
  * went back costs a re-read, never a duplicate; one that moved forward (records deleted below it)
  * is what retention took.
  */
-import { createRequire } from 'node:module';
-
-const require = createRequire(import.meta.url);
+import { replaceMethod } from './kafkajs-prototype.js';
 
 interface OffsetManagerLike {
   cluster: {
@@ -48,24 +46,10 @@ export async function resetPositionOnly(
   (committed[topic] ??= {})[partition] = offset;
 }
 
-function install(): boolean {
-  try {
-    const OffsetManager = require('kafkajs/src/consumer/offsetManager/index.js') as {
-      prototype: { setDefaultOffset?: unknown; clearOffsets?: unknown; committedOffsets?: unknown };
-    };
-    const proto = OffsetManager.prototype;
-    if (
-      typeof proto.setDefaultOffset !== 'function' ||
-      typeof proto.clearOffsets !== 'function' ||
-      typeof proto.committedOffsets !== 'function'
-    )
-      return false;
-    proto.setDefaultOffset = resetPositionOnly;
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 /** Whether kafkajs's offset-out-of-range reset commits nothing now. */
-export const offsetResetPatched = install();
+export const offsetResetPatched = replaceMethod(
+  'kafkajs/src/consumer/offsetManager/index.js',
+  'setDefaultOffset',
+  resetPositionOnly,
+  ['clearOffsets', 'committedOffsets'],
+);

@@ -13,9 +13,7 @@
  * answer frees a slot, `fulfillRequest`). Nothing else of the queue changes: a request enters the
  * pending list only through `push`, which calls this, and the check after an answer still runs.
  */
-import { createRequire } from 'node:module';
-
-const require = createRequire(import.meta.url);
+import { replaceMethod } from './kafkajs-prototype.js';
 
 /** kafkajs's CHECK_PENDING_REQUESTS_INTERVAL (not exported). */
 export const CHECK_PENDING_INTERVAL_MS = 10;
@@ -40,23 +38,10 @@ export function schedulePendingCheck(this: RequestQueueLike): void {
   );
 }
 
-function install(): boolean {
-  try {
-    const RequestQueue = require('kafkajs/src/network/requestQueue/index.js') as {
-      prototype: { scheduleCheckPendingRequests?: unknown; checkPendingRequests?: unknown };
-    };
-    const proto = RequestQueue.prototype;
-    if (
-      typeof proto.scheduleCheckPendingRequests !== 'function' ||
-      typeof proto.checkPendingRequests !== 'function'
-    )
-      return false;
-    proto.scheduleCheckPendingRequests = schedulePendingCheck;
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 /** Whether kafkajs's request queues poll only while a request waits. */
-export const requestQueuePatched = install();
+export const requestQueuePatched = replaceMethod(
+  'kafkajs/src/network/requestQueue/index.js',
+  'scheduleCheckPendingRequests',
+  schedulePendingCheck,
+  ['checkPendingRequests'],
+);
