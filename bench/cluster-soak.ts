@@ -22,7 +22,8 @@
  *     [--every 20] [--kafka-port 39800] [--no-write] [--cycle broker-restart,worker-pause]
  *
  * `--cycle` runs only the events named, in that order (to chase one fault); TEST_WORKER_LOGS=<dir>
- * keeps every worker's whole log there, kafkajs's lines included.
+ * keeps every worker's whole log there, kafkajs's lines included, and the brokers' data folder
+ * with their logs.
  *
  * The result is printed and appended to bench/results/cluster-soak-<YYYY-MM-DD>.md; exit code 1
  * when the output is not exact.
@@ -216,10 +217,13 @@ async function main(): Promise<number> {
     ).length;
     note(`group members at the end: ${members} of ${live} live workers`);
 
-    // Gaps per kind of event: inter-arrival times on every output partition within each window.
+    // Gaps per kind of event: inter-arrival times on every output partition within each window,
+    // each with where it began (the longest is shown with its partition and start, to be matched
+    // with the events and the workers' logs).
+    type Gap = { ms: number; from: number; partition: number };
     const gapsIn = (from: number, to: number) => {
-      const gaps: number[] = [];
-      for (const times of arrivals.values()) {
+      const gaps: Gap[] = [];
+      for (const [partition, times] of arrivals) {
         let prev: number | undefined;
         for (const t of times) {
           if (t < from) {
@@ -228,25 +232,30 @@ async function main(): Promise<number> {
           }
           if (t > to) {
             // The gap that spans the window's end counts for this window.
-            if (prev !== undefined && prev <= to) gaps.push(t - prev);
+            if (prev !== undefined && prev <= to) gaps.push({ ms: t - prev, from: prev, partition });
             break;
           }
-          if (prev !== undefined) gaps.push(t - prev);
+          if (prev !== undefined) gaps.push({ ms: t - prev, from: prev, partition });
           prev = t;
         }
       }
-      return gaps.sort((a, b) => a - b);
+      return gaps.sort((a, b) => a.ms - b.ms);
+    };
+    const row = (kind: string, events: number | string, gaps: Gap[]) => {
+      const max = gaps.at(-1);
+      const where = max ? ` (partition ${max.partition}, from +${Math.round((max.from - t0) / 1000)}s)` : '';
+      const ms = gaps.map((g) => g.ms);
+      return `| ${kind} | ${events} | ${quantile(ms, 0.99)} | ${max?.ms ?? 0}${where} |`;
     };
     const rows: string[] = [];
-    const baseline = gapsIn(chaosFrom, events[0]?.at ?? stoppedAt);
-    rows.push(`| baseline (no event) | — | ${quantile(baseline, 0.99)} | ${baseline.at(-1) ?? 0} |`);
+    rows.push(row('baseline (no event)', '—', gapsIn(chaosFrom, events[0]?.at ?? stoppedAt)));
     for (const kind of CYCLE) {
-      const gaps: number[] = [];
+      const gaps: Gap[] = [];
       events.forEach((e, i) => {
         if (e.kind === kind) gaps.push(...gapsIn(e.at, events[i + 1]?.at ?? stoppedAt));
       });
-      gaps.sort((a, b) => a - b);
-      rows.push(`| ${kind} | ${counts.get(kind) ?? 0} | ${quantile(gaps, 0.99)} | ${gaps.at(-1) ?? 0} |`);
+      gaps.sort((a, b) => a.ms - b.ms);
+      rows.push(row(kind, counts.get(kind) ?? 0, gaps));
     }
     const minutes = (Date.now() - t0) / 60_000;
     const md = [
@@ -286,7 +295,9 @@ async function main(): Promise<number> {
     await clock?.stop().catch(() => undefined);
     await slots?.cleanup();
     await stopLocalKafka({ port: o.kafkaPort, dataDir, env: launcherEnv }).catch(() => undefined);
-    rmSync(dataDir, { recursive: true, force: true });
+    // TEST_WORKER_LOGS keeps the brokers' data and logs too (<dataDir>/node-*/logs), for the same chase.
+    if (process.env.TEST_WORKER_LOGS) note(`brokers' data and logs kept in ${dataDir}`);
+    else rmSync(dataDir, { recursive: true, force: true });
   }
   return exitCode;
 }
