@@ -222,6 +222,41 @@ export function retriableLookup(e: unknown, groupId: string): unknown {
   return err;
 }
 
+/**
+ * A heartbeat to the group's coordinator; when that broker is down or no longer the coordinator
+ * (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, a refused or lost connection: a broker restart
+ * moved the group), the coordinator is looked up again, within `lookupMs`, and the heartbeat goes
+ * there, as Kafka's Java consumer does (it marks the coordinator unknown, finds it, heartbeats on).
+ * kafkajs kept the coordinator it joined through: NOT_COORDINATOR made it rejoin (a rebalance of
+ * the whole group per member), and a dead coordinator got every heartbeat until the session
+ * expired. The new coordinator had loaded the group with its members, but none heartbeat there,
+ * so it removed them all a session later and the group rebalanced once per returning member
+ * (the cluster soak's 40-77 s output gaps after a broker kill). A failed lookup, or a heartbeat
+ * the new coordinator refuses, throws as before (kafkajs rejoins on a rebalance error).
+ */
+export async function heartbeatFollowing(
+  group: { groupId: string; coordinator: any; cluster: any },
+  payload: object,
+  lookupMs: number,
+): Promise<void> {
+  try {
+    await group.coordinator.heartbeat(payload);
+    return;
+  } catch (e) {
+    if (!isBrokerUnreachable(e) || someInChain(e, (x) => x.type === 'GROUP_LOAD_IN_PROGRESS')) throw e;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const found = await Promise.race([
+      group.cluster.findGroupCoordinator({ groupId: group.groupId }).catch(() => undefined),
+      new Promise<undefined>((r) => {
+        timer = setTimeout(() => r(undefined), lookupMs);
+      }),
+    ]).finally(() => clearTimeout(timer));
+    if (found === undefined) throw e;
+    group.coordinator = found;
+  }
+  await group.coordinator.heartbeat(payload);
+}
+
 function patchConsumerGroup(): any {
   const path = require.resolve('kafkajs/src/consumer/consumerGroup.js');
   const ConsumerGroup = require(path);
@@ -246,14 +281,15 @@ function patchConsumerGroup(): any {
       this.beforeJoin = s?.beforeJoin;
       this.joinFailed = s?.joinFailed;
       s?.onGroup?.(this as unknown as GroupMembership);
-      // kafkajs's heartbeat, with the instance id (it is a closure made by the constructor).
+      // kafkajs's heartbeat, with the instance id (it is a closure made by the constructor), and
+      // sent to the coordinator found again when the one it had moved (heartbeatFollowing).
       const self = this as any;
       self[symbolOf(this, 'private:ConsumerGroup:sharedHeartbeat')] = sharedPromiseTo(
         async ({ interval }: { interval: number }) => {
           const { groupId, generationId, memberId, groupInstanceId } = self;
           if (memberId && Date.now() >= self.lastRequest + interval) {
             const payload = { groupId, memberId, groupGenerationId: generationId, groupInstanceId };
-            await self.coordinator.heartbeat(payload);
+            await heartbeatFollowing(self, payload, Math.max(1000, interval));
             self.instrumentationEmitter.emit(HEARTBEAT, payload);
             self.lastRequest = Date.now();
           }

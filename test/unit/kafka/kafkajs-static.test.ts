@@ -303,6 +303,81 @@ test('a rejoin kafkajs gives up on should call joinFailed once; one it retries, 
   assert.equal(s.g.memberId, 'm-2', 'the member id the coordinator knows it by now');
 });
 
+test('a heartbeat whose coordinator moved should find the new one and heartbeat there, without a rejoin', async () => {
+  const errors = require('kafkajs/src/errors.js');
+  const s = staticGroup('pod-6', () => false);
+  await s.g.joinAndSync();
+  const beats: string[] = [];
+  let lookups = 0;
+  const coordinatorOf = (name: string, answer: () => unknown) =>
+    Object.create({
+      heartbeat: async (a: any) => {
+        beats.push(`${name}:${a.groupInstanceId}:${a.memberId}:${a.groupGenerationId}`);
+        return answer();
+      },
+    });
+  const notCoordinator = new errors.KafkaJSProtocolError({
+    type: 'NOT_COORDINATOR_FOR_GROUP',
+    code: 16,
+    retriable: true,
+    message: 'This is not the correct coordinator for this group',
+  });
+  const moved = coordinatorOf('old', () => {
+    throw notCoordinator;
+  });
+  const current = coordinatorOf('new', () => undefined);
+  s.g.coordinator = moved;
+  s.g.cluster.findGroupCoordinator = async () => {
+    lookups++;
+    return current;
+  };
+  await s.g.heartbeat({ interval: 0 });
+  assert.deepEqual(
+    beats,
+    ['old:pod-6:m-1:1', 'new:pod-6:m-1:1'],
+    'same member and generation, at the new coordinator',
+  );
+  assert.equal(s.g.coordinator, current, 'later heartbeats and commits go there');
+  assert.equal(lookups, 1);
+
+  // A dead coordinator (a killed broker): the connection is refused; while the lookup still
+  // finds no other, the heartbeat fails with the original error (kafkajs's handling as before).
+  const refused = new errors.KafkaJSConnectionError('Connection error: connect ECONNREFUSED 127.0.0.1:1', {
+    code: 'ECONNREFUSED',
+  });
+  const dead = coordinatorOf('dead', () => {
+    throw refused;
+  });
+  s.g.coordinator = dead;
+  s.g.cluster.findGroupCoordinator = async () => {
+    lookups++;
+    throw new errors.KafkaJSConnectionError('Connection error: connect ECONNREFUSED', {
+      code: 'ECONNREFUSED',
+    });
+  };
+  await assert.rejects(s.g.heartbeat({ interval: 0 }), (e) => e === refused);
+  assert.equal(s.g.coordinator, dead);
+  // A lookup that hangs is given up after the heartbeat interval (at least a second).
+  s.g.cluster.findGroupCoordinator = () => new Promise(() => undefined);
+  const t0 = Date.now();
+  await assert.rejects(s.g.heartbeat({ interval: 0 }), (e) => e === refused);
+  assert.ok(Date.now() - t0 >= 900, 'waited for the lookup up to a second');
+
+  // A rebalance, or a coordinator still loading the group, is no move: no lookup.
+  const before = lookups;
+  for (const [type, code] of [
+    ['REBALANCE_IN_PROGRESS', 27],
+    ['GROUP_LOAD_IN_PROGRESS', 14],
+  ] as const) {
+    const refusal = new errors.KafkaJSProtocolError({ type, code, retriable: true, message: type });
+    s.g.coordinator = coordinatorOf('busy', () => {
+      throw refusal;
+    });
+    await assert.rejects(s.g.heartbeat({ interval: 0 }), (e) => e === refusal);
+  }
+  assert.equal(lookups, before, 'no lookup for a rebalance or a loading coordinator');
+});
+
 /** kafkajs's consumer restarts itself after a crash only when the deepest `cause` is retriable. */
 function kafkajsWouldRestart(e: any): boolean {
   let root = e;
