@@ -222,37 +222,80 @@ export function retriableLookup(e: unknown, groupId: string): unknown {
   return err;
 }
 
+/** A kafkajs ConsumerGroup, as far as {@link heartbeatFollowing} uses it. */
+interface FollowingGroup {
+  groupId: string;
+  coordinator: any;
+  cluster: any;
+  /** kafkajs's OffsetManager, made at SyncGroup with its own copy of the coordinator. */
+  offsetManager?: { coordinator: unknown } | null;
+  logger?: { info(message: string, extra?: object): void };
+}
+
+/** The coordinator lookup in flight per group: one at a time (kafkajs's own retries run long). */
+const lookups = new WeakMap<object, Promise<unknown>>();
+
 /**
  * A heartbeat to the group's coordinator; when that broker is down or no longer the coordinator
  * (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, a refused or lost connection: a broker restart
- * moved the group), the coordinator is looked up again, within `lookupMs`, and the heartbeat goes
- * there, as Kafka's Java consumer does (it marks the coordinator unknown, finds it, heartbeats on).
- * kafkajs kept the coordinator it joined through: NOT_COORDINATOR made it rejoin (a rebalance of
- * the whole group per member), and a dead coordinator got every heartbeat until the session
- * expired. The new coordinator had loaded the group with its members, but none heartbeat there,
- * so it removed them all a session later and the group rebalanced once per returning member
- * (the cluster soak's 40-77 s output gaps after a broker kill). A failed lookup, or a heartbeat
- * the new coordinator refuses, throws as before (kafkajs rejoins on a rebalance error).
+ * moved the group), the coordinator is looked up again and the heartbeat goes there, as Kafka's
+ * Java consumer does (it marks the coordinator unknown, finds it, heartbeats on). kafkajs kept
+ * the coordinator it joined through: NOT_COORDINATOR made it rejoin (a rebalance of the whole
+ * group per member), and a dead coordinator got every heartbeat until the session expired. The
+ * new coordinator had loaded the group with its members, but none heartbeat there, so it removed
+ * them all a session later and the group rebalanced once per returning member (the cluster
+ * soak's 40-77 s output gaps after a broker kill).
+ *
+ * One lookup runs at a time; the heartbeat that starts it waits for it up to `lookupMs`, later
+ * ones fail at once meanwhile (a heartbeat must not hold a batch for long). A lookup that ends
+ * late still moves the group, if it is still on the coordinator that failed. The offsets
+ * manager (at-least-once commits) moves with it: kafkajs gave it its own copy at SyncGroup. A
+ * failed lookup, or a heartbeat the new coordinator refuses, throws as before (kafkajs rejoins
+ * on a rebalance error, and on an unknown member).
  */
 export async function heartbeatFollowing(
-  group: { groupId: string; coordinator: any; cluster: any },
+  group: FollowingGroup,
   payload: object,
   lookupMs: number,
 ): Promise<void> {
+  const from = group.coordinator;
   try {
-    await group.coordinator.heartbeat(payload);
+    await from.heartbeat(payload);
     return;
   } catch (e) {
     if (!isBrokerUnreachable(e) || someInChain(e, (x) => x.type === 'GROUP_LOAD_IN_PROGRESS')) throw e;
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const found = await Promise.race([
-      group.cluster.findGroupCoordinator({ groupId: group.groupId }).catch(() => undefined),
-      new Promise<undefined>((r) => {
-        timer = setTimeout(() => r(undefined), lookupMs);
-      }),
-    ]).finally(() => clearTimeout(timer));
-    if (found === undefined) throw e;
-    group.coordinator = found;
+    if (group.coordinator !== from) {
+      // Another heartbeat's lookup moved the group meanwhile: heartbeat there.
+    } else if (lookups.has(group)) {
+      throw e;
+    } else {
+      const lookup = Promise.resolve()
+        .then(() => group.cluster.findGroupCoordinator({ groupId: group.groupId }))
+        .then(
+          (found: any) => {
+            if (found && group.coordinator === from) {
+              group.coordinator = found;
+              if (group.offsetManager) group.offsetManager.coordinator = found;
+              group.logger?.info('the group coordinator moved; heartbeats and commits follow it', {
+                groupId: group.groupId,
+                from: from?.nodeId,
+                to: found.nodeId,
+              });
+            }
+          },
+          () => undefined,
+        )
+        .finally(() => lookups.delete(group));
+      lookups.set(group, lookup);
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      await Promise.race([
+        lookup,
+        new Promise<void>((r) => {
+          timer = setTimeout(r, lookupMs);
+        }),
+      ]).finally(() => clearTimeout(timer));
+      if (group.coordinator === from) throw e;
+    }
   }
   await group.coordinator.heartbeat(payload);
 }
@@ -289,7 +332,7 @@ function patchConsumerGroup(): any {
           const { groupId, generationId, memberId, groupInstanceId } = self;
           if (memberId && Date.now() >= self.lastRequest + interval) {
             const payload = { groupId, memberId, groupGenerationId: generationId, groupInstanceId };
-            await heartbeatFollowing(self, payload, Math.max(1000, interval));
+            await heartbeatFollowing(self, payload, Math.min(Math.max(1000, interval), 3000));
             self.instrumentationEmitter.emit(HEARTBEAT, payload);
             self.lastRequest = Date.now();
           }

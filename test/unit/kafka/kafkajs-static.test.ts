@@ -311,6 +311,7 @@ test('a heartbeat whose coordinator moved should find the new one and heartbeat 
   let lookups = 0;
   const coordinatorOf = (name: string, answer: () => unknown) =>
     Object.create({
+      nodeId: name,
       heartbeat: async (a: any) => {
         beats.push(`${name}:${a.groupInstanceId}:${a.memberId}:${a.groupGenerationId}`);
         return answer();
@@ -327,6 +328,7 @@ test('a heartbeat whose coordinator moved should find the new one and heartbeat 
   });
   const current = coordinatorOf('new', () => undefined);
   s.g.coordinator = moved;
+  s.g.offsetManager.coordinator = moved;
   s.g.cluster.findGroupCoordinator = async () => {
     lookups++;
     return current;
@@ -337,45 +339,87 @@ test('a heartbeat whose coordinator moved should find the new one and heartbeat 
     ['old:pod-6:m-1:1', 'new:pod-6:m-1:1'],
     'same member and generation, at the new coordinator',
   );
-  assert.equal(s.g.coordinator, current, 'later heartbeats and commits go there');
+  assert.equal(s.g.coordinator, current, 'later heartbeats go there');
+  assert.equal(s.g.offsetManager.coordinator, current, 'and the offset commits (at-least-once)');
   assert.equal(lookups, 1);
 
-  // A dead coordinator (a killed broker): the connection is refused; while the lookup still
-  // finds no other, the heartbeat fails with the original error (kafkajs's handling as before).
-  const refused = new errors.KafkaJSConnectionError('Connection error: connect ECONNREFUSED 127.0.0.1:1', {
-    code: 'ECONNREFUSED',
+  // The new coordinator refuses the heartbeat (it no longer knows the member): its error is
+  // thrown (kafkajs rejoins), and the group stays on the coordinator found.
+  const unknown = new errors.KafkaJSProtocolError({
+    type: 'UNKNOWN_MEMBER_ID',
+    code: 25,
+    retriable: false,
+    message: 'The coordinator is not aware of this member',
   });
-  const dead = coordinatorOf('dead', () => {
-    throw refused;
+  const refusing = coordinatorOf('refusing', () => {
+    throw unknown;
   });
-  s.g.coordinator = dead;
-  s.g.cluster.findGroupCoordinator = async () => {
+  s.g.coordinator = moved;
+  s.g.cluster.findGroupCoordinator = async () => refusing;
+  const last = s.g.lastRequest;
+  await new Promise((r) => setTimeout(r, 5));
+  await assert.rejects(s.g.heartbeat({ interval: 0 }), (e) => e === unknown);
+  assert.equal(s.g.coordinator, refusing);
+  assert.equal(s.g.lastRequest, last, 'a failed heartbeat is no heartbeat: the next one goes at once');
+});
+
+test('a coordinator lookup should run once at a time, not hold heartbeats past its bound, and move the group when it ends late', async () => {
+  const errors = require('kafkajs/src/errors.js');
+  const { heartbeatFollowing } = await import('../../../src/kafka/kafkajs-static.js');
+  const closed = new errors.KafkaJSConnectionClosedError('Closed connection', { host: 'h', port: 1 });
+  const dead = { nodeId: 1, heartbeat: async () => Promise.reject(closed) };
+  const next = { nodeId: 2, beats: 0, heartbeat: async () => void next.beats++ };
+  let lookups = 0;
+  let answer: (b: unknown) => void = () => undefined;
+  const group = {
+    groupId: 'g',
+    coordinator: dead as any,
+    offsetManager: { coordinator: dead as unknown },
+    cluster: {
+      findGroupCoordinator: () => {
+        lookups++;
+        return new Promise((r) => {
+          answer = r;
+        });
+      },
+    },
+  };
+  const t0 = Date.now();
+  await assert.rejects(heartbeatFollowing(group, {}, 50), (e) => e === closed);
+  assert.ok(Date.now() - t0 >= 40, 'the heartbeat that started the lookup waited for it, up to its bound');
+  // The lookup is still running: the next heartbeat fails at once, and starts no second one.
+  await assert.rejects(heartbeatFollowing(group, {}, 60_000), (e) => e === closed);
+  assert.equal(lookups, 1);
+  // It ends: the group moves (it is still on the coordinator that failed).
+  answer(next);
+  await new Promise((r) => setImmediate(r));
+  assert.equal(group.coordinator, next);
+  assert.equal(group.offsetManager.coordinator, next);
+  await heartbeatFollowing(group, {}, 50);
+  assert.equal(next.beats, 1);
+
+  // A lookup that fails leaves the group where it was, and the heartbeat fails with its own error.
+  group.coordinator = dead;
+  group.cluster.findGroupCoordinator = async () => {
     lookups++;
     throw new errors.KafkaJSConnectionError('Connection error: connect ECONNREFUSED', {
       code: 'ECONNREFUSED',
     });
   };
-  await assert.rejects(s.g.heartbeat({ interval: 0 }), (e) => e === refused);
-  assert.equal(s.g.coordinator, dead);
-  // A lookup that hangs is given up after the heartbeat interval (at least a second).
-  s.g.cluster.findGroupCoordinator = () => new Promise(() => undefined);
-  const t0 = Date.now();
-  await assert.rejects(s.g.heartbeat({ interval: 0 }), (e) => e === refused);
-  assert.ok(Date.now() - t0 >= 900, 'waited for the lookup up to a second');
+  await assert.rejects(heartbeatFollowing(group, {}, 60_000), (e) => e === closed);
+  assert.equal(group.coordinator, dead);
+  assert.equal(lookups, 2);
 
   // A rebalance, or a coordinator still loading the group, is no move: no lookup.
-  const before = lookups;
   for (const [type, code] of [
     ['REBALANCE_IN_PROGRESS', 27],
     ['GROUP_LOAD_IN_PROGRESS', 14],
   ] as const) {
     const refusal = new errors.KafkaJSProtocolError({ type, code, retriable: true, message: type });
-    s.g.coordinator = coordinatorOf('busy', () => {
-      throw refusal;
-    });
-    await assert.rejects(s.g.heartbeat({ interval: 0 }), (e) => e === refusal);
+    group.coordinator = { nodeId: 3, heartbeat: async () => Promise.reject(refusal) };
+    await assert.rejects(heartbeatFollowing(group, {}, 50), (e) => e === refusal);
   }
-  assert.equal(lookups, before, 'no lookup for a rebalance or a loading coordinator');
+  assert.equal(lookups, 2, 'no lookup for a rebalance or a loading coordinator');
 });
 
 /** kafkajs's consumer restarts itself after a crash only when the deepest `cause` is retriable. */
