@@ -23,7 +23,7 @@
  *
  * `--cycle` runs only the events named, in that order (to chase one fault); TEST_WORKER_LOGS=<dir>
  * keeps every worker's whole log there, kafkajs's lines included, and the brokers' data folder
- * with their logs.
+ * with their logs; TEST_WORKER_LOG_LEVEL=trace logs every kafkajs request too.
  *
  * The result is printed and appended to bench/results/cluster-soak-<YYYY-MM-DD>.md; exit code 1
  * when the output is not exact.
@@ -90,7 +90,10 @@ async function main(): Promise<number> {
   let clock: Awaited<ReturnType<typeof partitionArrivals>> | undefined;
   try {
     const { id: groupId, input, output, env } = await jobTopics('cluster-soak', 6);
-    slots = workerSlots({ n: 3, prefix: 'cluster-soak', env, args: exactlyOnceArgs(SESSION_MS), note });
+    // TEST_WORKER_LOG_LEVEL=trace: the workers' every line, kafkajs's requests included (with TEST_WORKER_LOGS).
+    const logLevel = process.env.TEST_WORKER_LOG_LEVEL;
+    const args = [...exactlyOnceArgs(SESSION_MS), ...(logLevel ? ['--log-level', logLevel] : [])];
+    slots = workerSlots({ n: 3, prefix: 'cluster-soak', env, args, note });
     const { workers, spawn } = slots;
     const ready = async (i: number, timeoutMs = 120_000) => {
       const until = Date.now() + timeoutMs;
