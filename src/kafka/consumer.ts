@@ -3,6 +3,7 @@ import { createRequire } from 'node:module';
 import type { Consumer, EachBatchPayload, Kafka } from 'kafkajs';
 import { SluiceError } from '../errors.js';
 import type { Logger } from '../ops/logger.js';
+import { BackgroundHeartbeat } from './background-heartbeat.js';
 import { type GroupMembership, isFencedInstance } from './kafkajs-static.js';
 import { OffsetCommits } from './offset-commits.js';
 import { createTaskAssigner, type MemberInfo, type TaskLayout } from './task-assigner.js';
@@ -96,15 +97,24 @@ export class GroupConsumer {
   #fenced = false;
   /** kafkajs's ConsumerGroup of the current run (kafkajs-static.ts hands it over). */
   #group: GroupMembership | undefined;
+  /** Heartbeats while the fetch loop waits on a broker (background-heartbeat.ts). */
+  readonly #beat: BackgroundHeartbeat;
 
   constructor(kafka: Kafka, settings: KafkaSettings, opts: GroupConsumerOptions, logger: Logger) {
     this.#opts = opts;
     this.#logger = logger;
+    const rebalanceTimeout = Math.max(60_000, settings.sessionTimeoutMs * 2);
+    this.#beat = new BackgroundHeartbeat({
+      intervalMs: settings.heartbeatIntervalMs,
+      // Java's max.poll.interval.ms is also the longest a rebalance waits for a member to rejoin.
+      maxHandlerMs: rebalanceTimeout,
+      group: () => this.#group,
+    });
     this.#consumer = kafka.consumer({
       groupId: opts.groupId,
       readUncommitted: !opts.readCommitted,
       sessionTimeout: settings.sessionTimeoutMs,
-      rebalanceTimeout: Math.max(60_000, settings.sessionTimeoutMs * 2),
+      rebalanceTimeout,
       heartbeatInterval: settings.heartbeatIntervalMs,
       maxBytesPerPartition: opts.maxBytesPerPartition,
       maxWaitTimeInMs: 100,
@@ -131,6 +141,7 @@ export class GroupConsumer {
       }
       // This join is the rejoin a migration asked for (maybe during the join itself).
       this.#rejoin = false;
+      this.#beat.joined();
       const p = e.payload as { memberId: string; leaderId: string; isLeader: boolean };
       h.onAssignment(assigned, { memberId: p.memberId, leaderId: p.leaderId, isLeader: p.isLeader });
     });
@@ -145,6 +156,7 @@ export class GroupConsumer {
       if (b.batchSize === 0) h.onSkipped?.(b.topic, b.partition, b.lastOffset, b.highWatermark);
     });
     c.on(c.events.CRASH, (e) => {
+      this.#beat.pause(); // until the restarted consumer joins
       const err = e.payload.error as Error;
       // Another process joined with our instance id: rejoining would only fence it in turn.
       if (isFencedInstance(err)) {
@@ -165,18 +177,21 @@ export class GroupConsumer {
           this.#rejoin = false;
           throw rejoinError();
         }
-        await h.onBatch({
-          topic: p.batch.topic,
-          partition: p.batch.partition,
-          records: p.batch.messages as InRecord[],
-          highWatermark: p.batch.highWatermark,
-          fetchedTo: p.batch.lastOffset(),
-          isStale: p.isStale,
-          resolveOffset: p.resolveOffset,
-          heartbeat: p.heartbeat,
-        });
+        await this.#beat.handling(() =>
+          h.onBatch({
+            topic: p.batch.topic,
+            partition: p.batch.partition,
+            records: p.batch.messages as InRecord[],
+            highWatermark: p.batch.highWatermark,
+            fetchedTo: p.batch.lastOffset(),
+            isStale: p.isStale,
+            resolveOffset: p.resolveOffset,
+            heartbeat: p.heartbeat,
+          }),
+        );
       },
     });
+    this.#beat.start();
   }
 
   /**
@@ -238,6 +253,7 @@ export class GroupConsumer {
             ? 'static member leaving the group: its tasks move to the other workers now'
             : 'static member stopping without leaving the group: a restart within the session timeout gets its tasks back',
       );
+    this.#beat.stop();
     await this.#consumer.disconnect();
   }
 }

@@ -65,6 +65,11 @@ export interface GroupMembership {
   readonly generationId: number | null;
   readonly memberId: string | null;
   readonly groupInstanceId: string | null;
+  /** A JoinGroup/SyncGroup is under way; kafkajs left the group (background-heartbeat.ts). */
+  readonly joining: boolean;
+  readonly closed: boolean;
+  /** kafkajs's heartbeat: sent when none went for `interval` ms (background-heartbeat.ts). */
+  heartbeat(o: { interval: number }): Promise<void>;
 }
 
 const require = createRequire(import.meta.url);
@@ -315,6 +320,8 @@ function patchConsumerGroup(): any {
     declare leaveGroupOnStop: () => boolean;
     declare beforeJoin: (() => Promise<void>) | undefined;
     declare joinFailed: ((error: unknown) => void) | undefined;
+    declare joining: boolean;
+    declare closed: boolean;
 
     constructor(options: any) {
       super(options);
@@ -323,6 +330,8 @@ function patchConsumerGroup(): any {
       this.leaveGroupOnStop = s?.leaveGroupOnStop ?? (() => true);
       this.beforeJoin = s?.beforeJoin;
       this.joinFailed = s?.joinFailed;
+      this.joining = false;
+      this.closed = false;
       s?.onGroup?.(this as unknown as GroupMembership);
       // kafkajs's heartbeat, with the instance id (it is a closure made by the constructor), and
       // sent to the coordinator found again when the one it had moved (heartbeatFollowing).
@@ -351,13 +360,19 @@ function patchConsumerGroup(): any {
      */
     joinAndSync(this: any): Promise<void> {
       const { generationId } = this;
-      return super.joinAndSync().catch((e: unknown) => {
-        // Not the member id: a static member that rejoins with one its instance no longer has
-        // is fenced (FENCED_INSTANCE_ID), and the new one is what the coordinator knows it by.
-        if (generationId !== null) this.generationId = generationId;
-        this.joinFailed?.(e);
-        throw e;
-      });
+      this.joining = true; // no background heartbeat meanwhile (background-heartbeat.ts)
+      return super
+        .joinAndSync()
+        .catch((e: unknown) => {
+          // Not the member id: a static member that rejoins with one its instance no longer has
+          // is fenced (FENCED_INSTANCE_ID), and the new one is what the coordinator knows it by.
+          if (generationId !== null) this.generationId = generationId;
+          this.joinFailed?.(e);
+          throw e;
+        })
+        .finally(() => {
+          this.joining = false;
+        });
     }
 
     /** kafkajs's join, with the instance id, after the `beforeJoin` hook. */
@@ -406,6 +421,7 @@ function patchConsumerGroup(): any {
 
     /** A static member stays in the group when it stops, unless asked to leave (scale-down). */
     async leave(this: any): Promise<void> {
+      this.closed = true; // kafkajs is done with this group: no background heartbeat for it
       const { groupId, memberId, groupInstanceId } = this;
       if (!memberId) return;
       if (groupInstanceId === null || this.leaveGroupOnStop())
