@@ -272,7 +272,7 @@ export async function heartbeatFollowing(
     if (group.coordinator !== from) {
       // Another heartbeat's lookup moved the group meanwhile: heartbeat there.
     } else if (lookups.has(group)) {
-      throw e;
+      throw notMoving(e, group.groupId);
     } else {
       const lookup = Promise.resolve()
         .then(() => group.cluster.findGroupCoordinator({ groupId: group.groupId }))
@@ -299,10 +299,30 @@ export async function heartbeatFollowing(
           timer = setTimeout(r, lookupMs);
         }),
       ]).finally(() => clearTimeout(timer));
-      if (group.coordinator === from) throw e;
+      if (group.coordinator === from) throw notMoving(e, group.groupId);
     }
   }
-  await group.coordinator.heartbeat(payload);
+  await group.coordinator.heartbeat(payload).catch((e: unknown) => {
+    throw isBrokerUnreachable(e) ? notMoving(e, group.groupId) : e;
+  });
+}
+
+/**
+ * A heartbeat that found no coordinator to follow yet (a controlled shutdown: the old one resigned,
+ * the new one is not elected): a retriable error that is no rebalance error, so that kafkajs's
+ * runner retries its fetch loop and the next heartbeat looks again, instead of rejoining on
+ * NOT_COORDINATOR (a rebalance of the whole group; the soak saw 2 in 9 broker events). A member
+ * the coordinator no longer knows still rejoins: its answer is UNKNOWN_MEMBER_ID.
+ */
+function notMoving(e: unknown, groupId: string): unknown {
+  if (!someInChain(e, (x) => x.type === 'NOT_COORDINATOR_FOR_GROUP')) return e;
+  const { KafkaJSError } = require('kafkajs/src/errors.js');
+  const err = new KafkaJSError(
+    `the coordinator of group ${groupId} moved and the new one is not known yet (${(e as Error).message}); heartbeating again`,
+    { retriable: true },
+  );
+  err.originalError = e;
+  return err;
 }
 
 function patchConsumerGroup(): any {

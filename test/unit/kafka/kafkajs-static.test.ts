@@ -343,6 +343,18 @@ test('a heartbeat whose coordinator moved should find the new one and heartbeat 
   assert.equal(s.g.offsetManager.coordinator, current, 'and the offset commits (at-least-once)');
   assert.equal(lookups, 1);
 
+  // Still no other coordinator to follow (a controlled shutdown, the new one not elected yet):
+  // a retriable error that is no rebalance error, so kafkajs retries instead of rejoining.
+  s.g.coordinator = moved;
+  s.g.cluster.findGroupCoordinator = async () => moved;
+  const { isRebalancing } = require('kafkajs/src/errors.js');
+  await assert.rejects(s.g.heartbeat({ interval: 0 }), (e: any) => {
+    assert.equal(isRebalancing(e), false, 'kafkajs does not rejoin on it');
+    assert.equal(e.retriable, true);
+    assert.equal(e.originalError, notCoordinator);
+    return true;
+  });
+
   // The new coordinator refuses the heartbeat (it no longer knows the member): its error is
   // thrown (kafkajs rejoins), and the group stays on the coordinator found.
   const unknown = new errors.KafkaJSProtocolError({
