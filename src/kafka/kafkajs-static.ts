@@ -255,8 +255,9 @@ const lookups = new WeakMap<object, Promise<unknown>>();
  * ones fail at once meanwhile (a heartbeat must not hold a batch for long). A lookup that ends
  * late still moves the group, if it is still on the coordinator that failed. The offsets
  * manager (at-least-once commits) moves with it: kafkajs gave it its own copy at SyncGroup. A
- * failed lookup, or a heartbeat the new coordinator refuses, throws as before (kafkajs rejoins
- * on a rebalance error, and on an unknown member).
+ * heartbeat the new coordinator refuses throws its answer (kafkajs rejoins on a rebalance error
+ * or an unknown member); with no new coordinator known yet, the error is made retriable
+ * ({@link notMoving}), so kafkajs retries rather than rejoins.
  */
 export async function heartbeatFollowing(
   group: FollowingGroup,
