@@ -1,6 +1,7 @@
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { freePort, portInUse } from '../../src/dev/broker-process.js';
 import { runFiles } from '../../src/dev/kafka-config.js';
 import { localKafkaStatus, startLocalKafka, stopLocalKafka } from '../../src/dev/local-kafka.js';
 import { eventually } from './kafka.js';
@@ -26,6 +27,20 @@ export const RESTART_FAULT_KAFKA = process.env.TEST_KAFKA_RESTART_VERSION || '4.
  * that kill, stop or freeze it without touching the suite's broker. `start` points
  * KAFKA_BROKERS at it before any helper makes a client. `version`: default the suite's.
  */
+/**
+ * The port for a test's own broker (it also takes the next one, for its controller): `fromEnv`
+ * when set, else two free ports below the kernel's ephemeral range. A fixed port inside that
+ * range (39792) was once taken by an outgoing connection's local port while the broker was down,
+ * and the broker could not start again ("Address already in use", a CI run of broker-outage).
+ */
+export async function ownBrokerPort(fromEnv: string | undefined): Promise<number> {
+  if (fromEnv) return Number(fromEnv);
+  for (;;) {
+    const p = await freePort();
+    if (!(await portInUse(p + 1))) return p;
+  }
+}
+
 export function ownBroker(port: number, prefix: string, opts: { version?: string } = {}) {
   const dataDir = mkdtempSync(join(tmpdir(), `${prefix}-`));
   // The launcher must start a broker even when the suite's KAFKA_BROKERS is set.

@@ -19,11 +19,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { eventually, jobTopics, produce } from '../helpers/kafka.js';
-import { allReady, ownBroker, RESTART_FAULT_KAFKA } from '../helpers/own-broker.js';
+import { allReady, ownBroker, ownBrokerPort, RESTART_FAULT_KAFKA } from '../helpers/own-broker.js';
 import { assertExactOutput, RunningSumInput } from '../helpers/running-sum.js';
 import { metricSum, spawnWorker } from '../helpers/workers.js';
 
-const PORT = Number(process.env.TEST_FREEZE_KAFKA_PORT ?? 39794);
+const PORT = await ownBrokerPort(process.env.TEST_FREEZE_KAFKA_PORT);
 const SLICE = Number(process.env.TEST_FREEZE_SLICE ?? 6000);
 /** Past kafkajs's 30 s request timeout (client.ts), so requests in flight time out on the client. */
 const FROZEN_MS = Number(process.env.TEST_FREEZE_MS ?? 35_000);

@@ -20,7 +20,7 @@ import { join } from 'node:path';
 import { after, before, type TestContext, test } from 'node:test';
 import { runFiles } from '../../src/dev/kafka-config.js';
 import { eventually, jobTopics, produce, readAll } from '../helpers/kafka.js';
-import { allReady, ownBroker, RESTART_FAULT_KAFKA } from '../helpers/own-broker.js';
+import { allReady, ownBroker, ownBrokerPort, RESTART_FAULT_KAFKA } from '../helpers/own-broker.js';
 import {
   assertExactOutput,
   RunningSumInput,
@@ -29,7 +29,7 @@ import {
 } from '../helpers/running-sum.js';
 import { dumpWorkerLogs, spawnWorker, type WorkerProcess } from '../helpers/workers.js';
 
-const PORT = Number(process.env.TEST_OUTAGE_KAFKA_PORT ?? 39792);
+const PORT = await ownBrokerPort(process.env.TEST_OUTAGE_KAFKA_PORT);
 const SLICE = Number(process.env.TEST_OUTAGE_SLICE ?? 7000);
 const DOWN_MS = Number(process.env.TEST_OUTAGE_DOWN_MS ?? 8000);
 // Not the suite's Kafka: one that keeps a restart's transaction markers (own-broker.ts).
