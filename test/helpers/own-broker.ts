@@ -1,7 +1,7 @@
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { freePort, portInUse } from '../../src/dev/broker-process.js';
+import { freeBrokerPort } from '../../src/dev/broker-process.js';
 import { runFiles } from '../../src/dev/kafka-config.js';
 import { localKafkaStatus, startLocalKafka, stopLocalKafka } from '../../src/dev/local-kafka.js';
 import { eventually } from './kafka.js';
@@ -34,11 +34,7 @@ export const RESTART_FAULT_KAFKA = process.env.TEST_KAFKA_RESTART_VERSION || '4.
  * and the broker could not start again ("Address already in use", a CI run of broker-outage).
  */
 export async function ownBrokerPort(fromEnv: string | undefined): Promise<number> {
-  if (fromEnv) return Number(fromEnv);
-  for (;;) {
-    const p = await freePort();
-    if (!(await portInUse(p + 1))) return p;
-  }
+  return fromEnv ? Number(fromEnv) : freeBrokerPort();
 }
 
 export function ownBroker(port: number, prefix: string, opts: { version?: string } = {}) {
