@@ -196,3 +196,55 @@ test('closing a producer with a transaction begun ahead aborts it: the next owne
   const outs = await readCommittedWithJava(brokers().join(','), out, { withValues: true });
   assert.deepEqual(outs.map((r) => r.value).sort(), ['1', '2']);
 });
+
+test('records sent ahead into the transaction begun ahead commit once, before the checkpoint’s own', {
+  timeout: 120_000,
+}, async (t) => {
+  const { made: m, out, input, group, offsets } = await begunAfterOneCommit(t, 't-ahead-send', '0');
+  assert.equal(m.tp.canSendEarly, true);
+  m.tp.sendEarly(new Map([[out, [rec('a', '1', 0), rec('b', '1', 1)]]]));
+  assert.equal(m.tp.canSendEarly, false, 'one send at a time: the next waits for its answer');
+  await m.tp.whenBegun();
+  const before = m.requests.length;
+  // The checkpoint: the rest of the outputs, in the same transaction, after the early ones.
+  await m.tp.commitTransaction(new Map([[out, [rec('a', '2', 0)]]]), offsets('3'));
+  assert.ok(m.requests.slice(before).includes('EndTxn'));
+  const outs = await readCommittedWithJava(brokers().join(','), out, { withValues: true });
+  assert.deepEqual(
+    outs.filter((r) => r.partition === 0).map((r) => r.value),
+    ['0', '1', '2'],
+    'partition 0 in the order made: the first transaction, then sent ahead, then the checkpoint',
+  );
+  assert.deepEqual(outs.map((r) => r.value).sort(), ['0', '1', '1', '2'], 'each exactly once');
+  const committed = await withAdmin((a) => a.fetchOffsets({ groupId: group, topics: [input] }));
+  assert.equal(committed[0]?.partitions[0]?.offset, '3');
+});
+
+test('records sent ahead are never visible when the transaction is given up or fenced', {
+  timeout: 120_000,
+}, async (t) => {
+  // Given up (the member rejoins): the abort waits for the early send's answer.
+  const a = await begunAfterOneCommit(t, 't-ahead-drop', 'a0');
+  a.made.tp.sendEarly(new Map([[a.out, [rec('a', 'dropped', 0)]]]));
+  a.made.tp.dropAhead();
+  await a.made.tp.commitTransaction(new Map([[a.out, [rec('a', 'a2', 0)]]]), a.offsets('2'));
+  const outsA = await readCommittedWithJava(brokers().join(','), a.out, { withValues: true });
+  assert.deepEqual(
+    outsA.map((r) => r.value).sort(),
+    ['a0', 'a2'],
+    'nothing sent into the dropped transaction',
+  );
+
+  // Fenced by a new owner after records were sent ahead: the old checkpoint fails, none of it shows.
+  const f = await begunAfterOneCommit(t, 't-ahead-send-fence', 'f0');
+  f.made.tp.sendEarly(new Map([[f.out, [rec('a', 'zombie', 0)]]]));
+  await f.made.tp.whenBegun();
+  const next = await transactional(t, f.tid);
+  await assert.rejects(
+    f.made.tp.commitTransaction(new Map([[f.out, [rec('a', 'zombie-2', 0)]]]), f.offsets('5')),
+    (e) => isFencedError(e),
+  );
+  await next.tp.commitTransaction(new Map([[f.out, [rec('a', 'f2', 0)]]]), f.offsets('2'));
+  const outsF = await readCommittedWithJava(brokers().join(','), f.out, { withValues: true });
+  assert.deepEqual(outsF.map((r) => r.value).sort(), ['f0', 'f2'], 'nothing of the fenced transaction');
+});
