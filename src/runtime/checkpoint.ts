@@ -14,7 +14,7 @@ import { checkpointSize } from './checkpoint-size.js';
 import type { OutputStream } from './output-stream.js';
 import type { TaskProgress } from './task-progress.js';
 import type { TaskState } from './task-state.js';
-import type { TaskTransactions } from './worker-transactions.js';
+import type { TaskTransactions } from './task-transactions.js';
 
 export interface CheckpointDeps {
   appId: string;
@@ -63,7 +63,11 @@ export async function writeCheckpoint(
   // took is no longer in it to forget (dirtyRecords would go below zero).
   const cleared = progress.cleared;
   const records = progress.collector.drain();
-  const outputCount = [...records.values()].reduce((a, l) => a + l.length, 0);
+  // Exactly-once v2: outputs sent ahead into this transaction (task.ts); committed with it.
+  const ahead = progress.sentAhead;
+  progress.sentAhead = [];
+  let outputCount = [...records.values()].reduce((a, l) => a + l.length, 0);
+  for (const r of ahead) for (const l of r.values()) outputCount += l.length;
   const changelog = new Map<string, OutRecord[]>();
   store()?.writeChangelog(changelog, d.partition);
   const all = new Map(records);
@@ -118,10 +122,13 @@ export async function writeCheckpoint(
       if (progress.toCommit.get(topic) === o) progress.toCommit.delete(topic);
     progress.dirtyRecords -= dirtyRecords;
   }
-  if (d.eos) countOutputs(d, records);
+  if (d.eos) {
+    countOutputs(d, records);
+    for (const r of ahead) countOutputs(d, r);
+  }
   for (const [topic, l] of changelog) d.metrics.changelogRecords.inc({ app, store: topic }, l.length);
   d.metrics.checkpoints.inc({ app });
-  const size = checkpointSize(all.values());
+  const size = checkpointSize([...all.values(), ...ahead.flatMap((r) => [...r.values()])]);
   d.metrics.checkpointRecords.observe({ app }, size.records);
   d.metrics.checkpointBytes.observe({ app }, size.bytes);
   store()?.flushCacheMetrics();

@@ -1,31 +1,14 @@
-import { randomUUID } from 'node:crypto';
-import type { SluiceConfig } from '../config/schema.js';
 import type { KafkaAdmin } from '../kafka/admin.js';
-import type { KafkaClient } from '../kafka/client.js';
-import type { GroupConsumer } from '../kafka/consumer.js';
-import {
-  type TopicRecords,
-  type TransactionalProducer,
-  WORKER_TRANSACTION_TIMEOUT_MS,
-  type WrittenOffsets,
-} from '../kafka/producer.js';
+import type { TopicRecords, TransactionalProducer, WrittenOffsets } from '../kafka/producer.js';
 import { txnGroupMetadata } from '../kafka/txn-group-metadata.js';
 import type { GroupMetadata, OutRecord, TopicPartitionOffset } from '../kafka/types.js';
 import type { Logger } from '../ops/logger.js';
-import type { WorkerMetrics } from '../ops/metrics.js';
-
-/** What a task commits its checkpoints through under exactly-once (TransactionalProducer's shape). */
-export interface TaskTransactions {
-  /** Begins the next transaction ahead of the checkpoint, where it can (TransactionalProducer.begin). */
-  begin(commitIntervalMs: number): void;
-  /** Commits the checkpoint's records and offsets; rejects if they did not commit. */
-  commitTransaction(
-    records: TopicRecords,
-    offsets: { groupId: string; offsets: readonly TopicPartitionOffset[] },
-  ): Promise<WrittenOffsets>;
-  /** The task lets go: what it has queued fails, and a transaction holding its records is given up. */
-  close(): Promise<void>;
-}
+import {
+  Member,
+  type MemberHost,
+  type TaskTransactions,
+  WorkerTransactionError,
+} from './task-transactions.js';
 
 export interface WorkerTransactionsDeps {
   /** The worker's transactional id: `<appId>-<group.instance.id>` (a restart fences its previous run). */
@@ -39,6 +22,8 @@ export interface WorkerTransactionsDeps {
   logger: Logger;
   /** Counts each transaction's outcome (`sluice_transaction_commits_total`, `..._aborts_total`). */
   counted?: (committed: boolean) => void;
+  /** Counts the records sent ahead (`sluice_records_sent_ahead_total`). */
+  sentAhead?: (records: TopicRecords) => void;
 }
 
 interface Contribution {
@@ -66,7 +51,7 @@ interface Contribution {
  * assignment's revoked tasks are gone, so a transaction never carries a revoked task's records
  * under the generation that revoked it.
  */
-export class WorkerTransactions {
+export class WorkerTransactions implements MemberHost {
   readonly #d: WorkerTransactionsDeps;
   #producer: Promise<TransactionalProducer> | undefined;
   #queue: Contribution[] = [];
@@ -75,6 +60,11 @@ export class WorkerTransactions {
   #open = false;
   #scheduled = false;
   #closed = false;
+  /** The producer, once made (the promise's value, for the synchronous {@link sendAhead}). */
+  #made: TransactionalProducer | undefined;
+  /** The tasks that sent records into the transaction begun ahead ({@link sendAhead}): it commits
+   *  only with a checkpoint of each; given up, each goes back to its last checkpoint. */
+  #early: { producer: TransactionalProducer; senders: Set<Member> } | undefined;
 
   constructor(deps: WorkerTransactionsDeps) {
     this.#d = deps;
@@ -90,10 +80,15 @@ export class WorkerTransactions {
     if (this.#producer === undefined) {
       const p = this.#d.make(this.#d.transactionalId);
       this.#producer = p;
-      // A producer that could not be made is made again by the next caller.
-      p.catch(() => {
-        if (this.#producer === p) this.#producer = undefined;
-      });
+      p.then(
+        (made) => {
+          if (this.#producer === p) this.#made = made;
+        },
+        // A producer that could not be made is made again by the next caller.
+        () => {
+          if (this.#producer === p) this.#producer = undefined;
+        },
+      );
     }
     return this.#producer;
   }
@@ -120,6 +115,7 @@ export class WorkerTransactions {
    * the next one (whose TxnOffsetCommit the group's coordinator would accept).
    */
   open(revoked: Iterable<string> = []): void {
+    this.#holding = false;
     this.#withdraw(new Set(revoked));
     this.#meta = this.#d.groupMetadata();
     this.#open = true;
@@ -136,6 +132,7 @@ export class WorkerTransactions {
    */
   shut(): void {
     this.#open = false;
+    this.#loseEarly('the member rejoins its group');
     void this.#producer?.then(
       (p) => p.dropAhead(),
       () => undefined,
@@ -153,6 +150,7 @@ export class WorkerTransactions {
    */
   reopen(): void {
     if (this.#open || this.#closed || this.#meta === undefined) return;
+    this.#holding = false;
     this.#open = true;
     this.#schedule();
   }
@@ -200,11 +198,65 @@ export class WorkerTransactions {
     );
   }
 
+  /** Set by {@link holdAhead}: nothing goes ahead until the gate opens again. */
+  #holding = false;
+  /**
+   * Every task is about to checkpoint (the member rejoins, the worker stops): nothing more goes
+   * ahead into the transaction, so that everything sent ahead goes in those checkpoints'
+   * transaction, and none is left in one that the shut gate gives up (its tasks would reset).
+   */
+  holdAhead(): void {
+    this.#holding = true;
+  }
+
+  /**
+   * @internal Sends a member's records into the transaction begun ahead (TaskTransactions.sendAhead):
+   * only while the gate is open, no transaction is in flight and no checkpoint is queued (records
+   * taken after a queued checkpoint's snapshot belong to the next transaction), and the producer
+   * has a transaction begun ahead with no send of it on its way.
+   */
+  sendAhead(member: Member, take: () => TopicRecords): boolean {
+    if (!this.#open || this.#holding || this.#closed || this.#flight !== undefined || this.#queue.length > 0)
+      return false;
+    const p = this.#made;
+    if (p === undefined || !p.canSendEarly) return false;
+    if (this.#early !== undefined && this.#early.producer !== p) this.#loseEarly('its producer was replaced');
+    const records = take();
+    p.sendEarly(records);
+    this.#d.sentAhead?.(records);
+    (this.#early ??= { producer: p, senders: new Set() }).senders.add(member);
+    return true;
+  }
+
+  /**
+   * The transaction begun ahead is given up: every task that sent records into it goes back to
+   * its last checkpoint (its next checkpoint fails, and a queued one fails now), except `but`.
+   */
+  #loseEarly(why: string, but?: Member): void {
+    const early = this.#early;
+    this.#early = undefined;
+    if (early === undefined) return;
+    const tainted = new Set([...early.senders].filter((m) => m !== but));
+    if (tainted.size === 0) return;
+    const e = new Error(`records sent ahead into the worker's transaction were given up: ${why}`);
+    for (const m of tainted) m.taint(e);
+    const out = this.#queue.filter((c) => tainted.has(c.member));
+    this.#queue = this.#queue.filter((c) => !tainted.has(c.member));
+    for (const c of out) c.reject(new WorkerTransactionError(c.member.taskId, e));
+  }
+
   /** @internal A member closes: its queued checkpoints fail; a transaction holding it is given up. */
   async release(member: Member): Promise<void> {
     const mine = this.#queue.filter((c) => c.member === member);
     this.#queue = this.#queue.filter((c) => c.member !== member);
     for (const c of mine) c.reject(new Error(`task ${member.taskId} closed before its checkpoint began`));
+    if (this.#early?.senders.has(member)) {
+      // Its records are in the transaction begun ahead and its state goes back: that transaction
+      // must not commit. The producer goes (the next one's InitProducerId aborts it).
+      const producer = this.#early.producer;
+      this.#loseEarly(`task ${member.taskId} closed or reset`, member);
+      this.#discard(producer);
+    }
     const flight = this.#flight;
     if (flight?.members.has(member)) {
       // Its records are in the transaction and the task's state goes back to its last checkpoint:
@@ -217,6 +269,8 @@ export class WorkerTransactions {
 
   /** Throws the producer away (closing it fails its transaction in flight); the next is made anew. */
   #discard(producer: TransactionalProducer): void {
+    if (this.#early?.producer === producer) this.#loseEarly('its producer was discarded');
+    if (this.#made === producer) this.#made = undefined;
     void this.#producer?.then(
       (p) => {
         if (p === producer) this.#producer = undefined;
@@ -257,6 +311,8 @@ export class WorkerTransactions {
     const batch = this.#queue;
     this.#queue = [];
     const members = new Set(batch.map((c) => c.member));
+    const early = this.#early;
+    this.#early = undefined;
     this.#flight = { members, producer };
     let done!: () => void;
     this.#settled = new Promise<void>((r) => {
@@ -268,6 +324,18 @@ export class WorkerTransactions {
       const meta = this.#meta;
       if (meta === undefined)
         throw new Error('the worker is not a member of its group: no transaction begins');
+      // A task that sent records ahead commits them with its offsets, in one transaction. One
+      // without a checkpoint here (it closed or reset meanwhile) would have its records commit
+      // without its offsets: the transaction is given up instead, and that task resets too.
+      const missing = early === undefined ? [] : [...early.senders].filter((m) => !members.has(m));
+      if (early !== undefined && early.producer !== producer) missing.push(...early.senders);
+      if (missing.length > 0) {
+        const e = new Error(
+          `tasks ${missing.map((m) => m.taskId).join(', ')} sent records into the transaction and have no checkpoint in it`,
+        );
+        for (const m of missing) m.taint(e);
+        throw e;
+      }
       const records = new Map<string, OutRecord[]>();
       const offsets: TopicPartitionOffset[] = [];
       for (const c of batch) {
@@ -318,81 +386,13 @@ export class WorkerTransactions {
   async close(): Promise<void> {
     this.#closed = true;
     this.#failQueued(new Error(`worker transactions ${this.transactionalId} closed`));
+    this.#loseEarly('the worker stops');
     const p = this.#producer;
     this.#producer = undefined;
+    this.#made = undefined;
     const producer = await p?.catch(() => undefined);
     await producer?.close().catch(() => undefined);
     await this.idle();
     txnGroupMetadata.delete(this.#d.transactionalId);
   }
-}
-
-/**
- * A task's checkpoint failed with its worker's transaction: one error per task, its cause the
- * transaction's. The task manager handles each checkpoint failure once, by its error object; one
- * object shared by every task of the transaction reset only the first, and the others went on
- * from state whose outputs had not committed (found by the broker-outage test).
- */
-export class WorkerTransactionError extends Error {
-  constructor(taskId: string, cause: unknown) {
-    super(`task ${taskId}: its worker's transaction failed: ${(cause as Error)?.message ?? String(cause)}`, {
-      cause,
-    });
-    this.name = (cause as Error)?.name ?? 'WorkerTransactionError';
-  }
-}
-
-/** One task's handle on its worker's transactions. */
-class Member implements TaskTransactions {
-  readonly taskId: string;
-  readonly #w: WorkerTransactions;
-  #closed = false;
-  constructor(w: WorkerTransactions, taskId: string) {
-    this.#w = w;
-    this.taskId = taskId;
-  }
-  begin(commitIntervalMs: number): void {
-    if (!this.#closed) this.#w.beginAhead(commitIntervalMs);
-  }
-  commitTransaction(
-    records: TopicRecords,
-    offsets: { groupId: string; offsets: readonly TopicPartitionOffset[] },
-  ): Promise<WrittenOffsets> {
-    if (this.#closed) return Promise.reject(new Error(`task ${this.taskId} closed`));
-    return this.#w.enqueue(this, records, offsets.offsets);
-  }
-  async close(): Promise<void> {
-    if (this.#closed) return;
-    this.#closed = true;
-    await this.#w.release(this);
-  }
-}
-
-/**
- * The worker's transactions under exactly-once v2 (`processing.transactions: worker`), else
- * undefined. The transactional id is `<appId>-<group.instance.id>`, so a restarted worker's
- * producer aborts what its previous run left open; a dynamic member gets a fresh one per run.
- */
-export function workerTransactions(
-  w: {
-    appId: string;
-    config: Readonly<SluiceConfig>;
-    client: KafkaClient;
-    logger: Logger;
-    metrics: WorkerMetrics;
-  },
-  groupInstanceId: string | undefined,
-  consumer: () => GroupConsumer | undefined,
-): WorkerTransactions | undefined {
-  const { processing } = w.config;
-  if (processing.guarantee !== 'exactly_once' || processing.transactions !== 'worker') return undefined;
-  return new WorkerTransactions({
-    transactionalId: `${w.appId}-${groupInstanceId ?? randomUUID()}`,
-    groupId: w.appId,
-    make: (id) => w.client.transactionalProducer(id, WORKER_TRANSACTION_TIMEOUT_MS),
-    groupMetadata: () => consumer()?.groupMetadata(),
-    admin: () => w.client.admin(),
-    logger: w.logger,
-    counted: (ok) => (ok ? w.metrics.txCommits : w.metrics.txAborts).inc({ app: w.appId }),
-  });
 }

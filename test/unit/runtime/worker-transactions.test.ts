@@ -20,6 +20,8 @@ import { WorkerTransactions } from '../../../src/runtime/worker-transactions.js'
  * zombie and crash tests.
  */
 interface Commit {
+  /** What was sent ahead into this transaction (sendEarly), in order. */
+  early: TopicRecords[];
   records: TopicRecords;
   offsets: readonly TopicPartitionOffset[];
   meta: GroupMetadata | undefined;
@@ -34,25 +36,47 @@ class FakeProducer {
   constructor(n: number) {
     this.n = n;
   }
-  begin(): void {}
+  /** A transaction is begun ahead (begin), and what was sent into it. */
+  ahead = false;
+  early: TopicRecords[] = [];
+  committing = false;
+  begin(): void {
+    if (!this.committing && !this.closed) this.ahead = true;
+  }
+  get canSendEarly(): boolean {
+    return this.ahead && !this.committing && !this.closed;
+  }
+  sendEarly(records: TopicRecords): void {
+    assert.ok(this.canSendEarly, 'sendEarly only when canSendEarly');
+    this.early.push(records);
+  }
   /** Transactions begun ahead given up (`shut`). */
   dropped = 0;
   dropAhead(): void {
     this.dropped++;
+    this.ahead = false;
+    this.early = [];
   }
   commitTransaction(
     records: TopicRecords,
     offsets: { groupId: string; offsets: readonly TopicPartitionOffset[] },
   ): Promise<WrittenOffsets> {
     if (this.closed) return Promise.reject(new Error('closed'));
-    return new Promise((resolve, reject) => {
+    const early = this.early;
+    this.early = [];
+    this.ahead = false;
+    this.committing = true;
+    return new Promise<WrittenOffsets>((resolve, reject) => {
       this.#pending.push(reject);
       this.commits.push({
+        early,
         records,
         offsets: offsets.offsets,
         meta: txnGroupMetadata.get('app-w1'),
         settle: (e) => (e ? reject(e) : resolve(new Map([['out:0', BigInt(this.n)]]))),
       });
+    }).finally(() => {
+      this.committing = false;
     });
   }
   async close(): Promise<void> {
@@ -334,5 +358,115 @@ test('stopping mid-rejoin fails the queued checkpoints instead of waiting for th
   w.dropQueued();
   await assert.rejects(p, /nothing more commits/);
   assert.equal(made[0]!.commits.length, 0);
+  await w.close();
+});
+
+/** Sends `v` ahead through task handle `t`; whether it went (and `take` was called only then). */
+function sendAhead(t: { sendAhead?: (take: () => TopicRecords) => boolean }, ...v: string[]): boolean {
+  let taken = false;
+  const went = t.sendAhead!(() => {
+    taken = true;
+    return recs('out', ...v);
+  });
+  assert.equal(taken, went, 'the records are taken exactly when they go');
+  return went;
+}
+
+/** Two tasks after a first transaction committed, and the next one begun ahead. */
+async function begunAhead() {
+  const s = await twoTasks();
+  const first = s.a.commitTransaction(recs('out', 'a0'), group(off('in', 0, 1)));
+  await turn();
+  s.made[0]!.commits[0]!.settle();
+  await first;
+  s.a.begin(100);
+  await turn();
+  assert.equal(s.made[0]!.ahead, true);
+  return s;
+}
+
+test("records sent ahead commit in the transaction of their tasks' next checkpoints, before them", async () => {
+  const { w, made, a, b } = await begunAhead();
+  assert.equal(sendAhead(a, 'a1'), true);
+  assert.equal(sendAhead(b, 'b1'), true);
+  const pa = a.commitTransaction(recs('out', 'a2'), group(off('in', 0, 2)));
+  const pb = b.commitTransaction(recs('out', 'b2'), group(off('in', 1, 2)));
+  await turn();
+  const c = made[0]!.commits[1]!;
+  assert.deepEqual(
+    c.early.map((r) => values(r, 'out')),
+    [['a1'], ['b1']],
+  );
+  assert.deepEqual(values(c.records, 'out'), ['a2', 'b2']);
+  c.settle();
+  await pa;
+  await pb;
+  await w.close();
+});
+
+test('nothing is sent ahead while a checkpoint is queued or in flight, or the gate is shut', async () => {
+  const { w, made, a, b } = await begunAhead();
+  const pa = a.commitTransaction(recs('out', 'a1'), group(off('in', 0, 2)));
+  assert.equal(sendAhead(b, 'b1'), false, 'queued: what b made now belongs to the next transaction');
+  await turn();
+  assert.equal(sendAhead(b, 'b1'), false, 'in flight');
+  made[0]!.commits[1]!.settle();
+  await pa;
+  b.begin(100);
+  await turn();
+  w.shut();
+  assert.equal(sendAhead(b, 'b1'), false, 'shut');
+  await w.close();
+});
+
+test('a task that closes with records sent ahead gives the transaction up: the other senders go back too', async () => {
+  const { w, made, a, b } = await begunAhead();
+  const c = await w.join('0_2', [], 1000);
+  assert.equal(sendAhead(a, 'a1'), true);
+  assert.equal(sendAhead(b, 'b1'), true);
+  const pb = b.commitTransaction(recs('out', 'b2'), group(off('in', 1, 2)));
+  await a.close(); // reset: a's records in the transaction must never commit
+  assert.equal(made[0]!.closed, true, 'the producer holding them is thrown away');
+  assert.match(String(await errorOf(pb)), /sent ahead .* given up/, "b's queued checkpoint fails");
+  const pc = c.commitTransaction(recs('out', 'c1'), group(off('in', 2, 1)));
+  await turn();
+  assert.equal(made.length, 2, 'a new producer');
+  assert.deepEqual(
+    made[1]!.commits.map((x) => values(x.records, 'out')),
+    [['c1']],
+    'c sent nothing ahead: unaffected',
+  );
+  made[1]!.commits[0]!.settle();
+  await pc;
+  await assert.rejects(b.commitTransaction(recs('out', 'b3'), group(off('in', 1, 3))), /given up/);
+  assert.equal(sendAhead(b, 'b4'), false, 'b sends nothing more ahead until it resets');
+  await w.close();
+});
+
+test('a transaction with records sent ahead by a task without a checkpoint in it does not commit', async () => {
+  const { w, made, a, b } = await begunAhead();
+  assert.equal(sendAhead(a, 'a1'), true);
+  assert.equal(sendAhead(b, 'b1'), true);
+  const pa = errorOf(a.commitTransaction(recs('out', 'a2'), group(off('in', 0, 2))));
+  await turn();
+  assert.match(String(await pa), /no checkpoint in it/);
+  assert.equal(made[0]!.commits.length, 1, 'nothing more reached the producer');
+  assert.equal(made[0]!.closed, true);
+  await assert.rejects(b.commitTransaction(recs('out', 'b2'), group(off('in', 1, 2))), /no checkpoint in it/);
+  await w.close();
+});
+
+test('shutting the gate (a rejoin) gives up what was sent ahead: those tasks go back', async () => {
+  const { w, made, a, b } = await begunAhead();
+  assert.equal(sendAhead(a, 'a1'), true);
+  w.shut();
+  await turn();
+  assert.equal(made[0]!.dropped, 1);
+  w.open();
+  await assert.rejects(a.commitTransaction(recs('out', 'a2'), group(off('in', 0, 2))), /given up/);
+  const pb = b.commitTransaction(recs('out', 'b2'), group(off('in', 1, 2)));
+  await turn();
+  made[0]!.commits[1]!.settle();
+  await pb;
   await w.close();
 });
