@@ -52,6 +52,10 @@ export async function writeCheckpoint(
   store: () => TaskState | undefined,
   producer: TaskTransactions | undefined,
 ): Promise<void> {
+  // A failed checkpoint took outputs with it (its snapshot): none after it may commit offsets
+  // past them. The task resets first (the task manager does; a stopping worker's does not).
+  if (progress.failed === progress.cleared)
+    throw new Error(`task ${d.taskId}: a checkpoint failed since its last reset; none commits before it`);
   const started = performance.now();
   // The interval runs from a checkpoint's start: records processed while it is in flight are
   // due at the next one, one interval later, however long this commit takes.
@@ -86,34 +90,13 @@ export async function writeCheckpoint(
   if (d.eos && d.sharedTransaction === true && offsets.length === 0)
     offsets.push(...unchangedOffsets(d, progress));
   let written: WrittenOffsets;
-  if (d.eos) {
-    try {
-      written = await producer!.commitTransaction(all, { groupId: d.groupId, offsets });
-    } catch (e) {
-      // Fenced: another worker's producer of this task has the newer epoch, so it owns the task
-      // now (or is fencing to take it). Nothing of this checkpoint committed; the caller closes
-      // the task without committing and rejoins, and must not re-init it on its own.
-      // Exactly-once v2: the group's coordinator refused the offsets of a member no longer in its
-      // generation (KIP-447), the same situation met from the group's side. There a fenced
-      // producer says nothing about the tasks: its transactional id is the worker's, bumped by a
-      // transaction that timed out or by another process with this worker's instance id (which the
-      // group fences in turn). The tasks reset; were they another's now, the generation tells.
-      if (isGenerationFenced(e) || (d.sharedTransaction !== true && isFencedError(e)))
-        throw new TaskMigratedError(d.taskId, e);
-      throw e;
-    }
-    if (d.sharedTransaction !== true) d.metrics.txCommits.inc({ app });
-  } else {
-    // After every output sent early (output-stream.ts): the offsets cover their records too.
-    written = d.outputs
-      ? await d.outputs.push(all, records)
-      : await (await d.plainProducer()).send(all).then((w) => {
-          countOutputs(d, records);
-          return w;
-        });
-    await commitOffsetsAtLeastOnce(d, offsets);
+  try {
+    written = await commit(d, producer, all, records, offsets, ahead);
+    await store()?.commitLocal(written);
+  } catch (e) {
+    if (progress.cleared === cleared) progress.failed = cleared;
+    throw e;
   }
-  await store()?.commitLocal(written);
   // Another input's batch may have been processed while this commit was in flight (kafkajs
   // runs partitions concurrently, and a task reads one partition of each of its topics): its
   // offsets and records belong to the next checkpoint, so forget only what this one committed.
@@ -178,5 +161,44 @@ async function commitOffsetsAtLeastOnce(d: CheckpointDeps, offsets: TopicPartiti
   } catch (e) {
     // The outputs are written; a lost offset commit only means the records are read again.
     d.logger.warn({ err: e }, 'offset commit failed (at-least-once: records will be re-read)');
+  }
+}
+
+/** The checkpoint's records and offsets to Kafka: one transaction, or (at-least-once) in order. */
+async function commit(
+  d: CheckpointDeps,
+  producer: TaskTransactions | undefined,
+  all: TopicRecords,
+  records: TopicRecords,
+  offsets: TopicPartitionOffset[],
+  ahead: readonly TopicRecords[],
+): Promise<WrittenOffsets> {
+  if (!d.eos) {
+    // After every output sent early (output-stream.ts): the offsets cover their records too.
+    const written = d.outputs
+      ? await d.outputs.push(all, records)
+      : await (await d.plainProducer()).send(all).then((w) => {
+          countOutputs(d, records);
+          return w;
+        });
+    await commitOffsetsAtLeastOnce(d, offsets);
+    return written;
+  }
+  try {
+    const written = await producer!.commitTransaction(all, { groupId: d.groupId, offsets }, ahead);
+    if (d.sharedTransaction !== true) d.metrics.txCommits.inc({ app: d.appId });
+    return written;
+  } catch (e) {
+    // Fenced: another worker's producer of this task has the newer epoch, so it owns the task
+    // now (or is fencing to take it). Nothing of this checkpoint committed; the caller closes
+    // the task without committing and rejoins, and must not re-init it on its own.
+    // Exactly-once v2: the group's coordinator refused the offsets of a member no longer in its
+    // generation (KIP-447), the same situation met from the group's side. There a fenced
+    // producer says nothing about the tasks: its transactional id is the worker's, bumped by a
+    // transaction that timed out or by another process with this worker's instance id (which the
+    // group fences in turn). The tasks reset; were they another's now, the generation tells.
+    if (isGenerationFenced(e) || (d.sharedTransaction !== true && isFencedError(e)))
+      throw new TaskMigratedError(d.taskId, e);
+    throw e;
   }
 }

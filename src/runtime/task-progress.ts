@@ -25,6 +25,8 @@ export class TaskProgress {
   dirtyRecords = 0;
   /** Bumped by {@link clear}: the task dropped what it did since its last checkpoint (a reset). */
   cleared = 0;
+  /** The {@link cleared} of the run whose checkpoint failed: none of it commits any more. */
+  failed = -1;
   lastCheckpoint = Date.now();
   readonly watermark: Watermark;
 
