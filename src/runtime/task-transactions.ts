@@ -11,10 +11,14 @@ export interface TaskTransactions {
    * called and false is returned). The task's next checkpoint must then go in that transaction.
    */
   sendAhead?(take: () => TopicRecords): boolean;
-  /** Commits the checkpoint's records and offsets; rejects if they did not commit. */
+  /**
+   * Commits the checkpoint's records and offsets; rejects if they did not commit. `ahead`: what
+   * the task sent ahead since its last checkpoint (v2), sent again if that transaction was lost.
+   */
   commitTransaction(
     records: TopicRecords,
     offsets: { groupId: string; offsets: readonly TopicPartitionOffset[] },
+    ahead?: readonly TopicRecords[],
   ): Promise<WrittenOffsets>;
   /** The task lets go: what it has queued fails, and a transaction holding its records is given up. */
   close(): Promise<void>;
@@ -28,6 +32,7 @@ export interface MemberHost {
     member: Member,
     records: TopicRecords,
     offsets: readonly TopicPartitionOffset[],
+    ahead: readonly TopicRecords[],
   ): Promise<WrittenOffsets>;
   release(member: Member): Promise<void>;
 }
@@ -56,26 +61,24 @@ export class Member implements TaskTransactions {
     this.#w = w;
     this.taskId = taskId;
   }
-  /** Why the records this task sent ahead were lost: its next checkpoint fails with it. */
-  #tainted: Error | undefined;
+  /**
+   * @internal The transaction this task sent records ahead into was given up (never to commit):
+   * its next checkpoint sends them again, and it sends nothing more ahead until then.
+   */
+  lost = false;
   begin(commitIntervalMs: number): void {
-    if (!this.#closed && this.#tainted === undefined) this.#w.beginAhead(commitIntervalMs);
+    if (!this.#closed) this.#w.beginAhead(commitIntervalMs);
   }
   sendAhead(take: () => TopicRecords): boolean {
-    return !this.#closed && this.#tainted === undefined && this.#w.sendAhead(this, take);
-  }
-  /** @internal Records it sent ahead were given up: it must go back to its last checkpoint. */
-  taint(e: Error): void {
-    this.#tainted ??= e;
+    return !this.#closed && !this.lost && this.#w.sendAhead(this, take);
   }
   commitTransaction(
     records: TopicRecords,
     offsets: { groupId: string; offsets: readonly TopicPartitionOffset[] },
+    ahead: readonly TopicRecords[] = [],
   ): Promise<WrittenOffsets> {
     if (this.#closed) return Promise.reject(new Error(`task ${this.taskId} closed`));
-    if (this.#tainted !== undefined)
-      return Promise.reject(new WorkerTransactionError(this.taskId, this.#tainted));
-    return this.#w.enqueue(this, records, offsets.offsets);
+    return this.#w.enqueue(this, records, offsets.offsets, ahead);
   }
   async close(): Promise<void> {
     if (this.#closed) return;

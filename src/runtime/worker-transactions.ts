@@ -29,6 +29,8 @@ export interface WorkerTransactionsDeps {
 interface Contribution {
   member: Member;
   records: TopicRecords;
+  /** What the member sent ahead since its last checkpoint (sent again if `member.lost`). */
+  ahead: readonly TopicRecords[];
   offsets: readonly TopicPartitionOffset[];
   resolve: (w: WrittenOffsets) => void;
   reject: (e: unknown) => void;
@@ -132,11 +134,14 @@ export class WorkerTransactions implements MemberHost {
    */
   shut(): void {
     this.#open = false;
-    this.#loseEarly('the member rejoins its group');
-    void this.#producer?.then(
-      (p) => p.dropAhead(),
-      () => undefined,
-    );
+    // With records sent ahead it goes with its producer: an abort left undone (an early send
+    // unanswered) would leave the producer mid-transaction (the next checkpoint's would fail).
+    if (this.#early !== undefined) this.#discard(this.#early.producer);
+    else
+      void this.#producer?.then(
+        (p) => p.dropAhead(),
+        () => undefined,
+      );
   }
 
   /**
@@ -179,20 +184,21 @@ export class WorkerTransactions implements MemberHost {
     member: Member,
     records: TopicRecords,
     offsets: readonly TopicPartitionOffset[],
+    ahead: readonly TopicRecords[] = [],
   ): Promise<WrittenOffsets> {
     if (this.#closed) return Promise.reject(new Error(`worker transactions ${this.transactionalId} closed`));
     return new Promise<WrittenOffsets>((resolve, reject) => {
-      this.#queue.push({ member, records, offsets, resolve, reject });
+      this.#queue.push({ member, records, offsets, ahead, resolve, reject });
       this.#schedule();
     });
   }
 
   /** @internal The next transaction of a member's task begins ahead, where it can. */
   beginAhead(commitIntervalMs: number): void {
-    if (!this.#open || this.#flight !== undefined || this.#queue.length > 0) return;
+    if (!this.#open || this.#holding || this.#flight !== undefined || this.#queue.length > 0) return;
     void this.#producer?.then(
       (p) => {
-        if (this.#open && this.#flight === undefined) p.begin(commitIntervalMs);
+        if (this.#open && !this.#holding && this.#flight === undefined) p.begin(commitIntervalMs);
       },
       () => undefined,
     );
@@ -200,11 +206,8 @@ export class WorkerTransactions implements MemberHost {
 
   /** Set by {@link holdAhead}: nothing goes ahead until the gate opens again. */
   #holding = false;
-  /**
-   * Every task is about to checkpoint (the member rejoins, the worker stops): nothing more goes
-   * ahead into the transaction, so that everything sent ahead goes in those checkpoints'
-   * transaction, and none is left in one that the shut gate gives up (its tasks would reset).
-   */
+  /** Every task is about to checkpoint (a rejoin, a stop): nothing more begins or goes ahead, so
+   *  what went goes in those checkpoints' transaction, not one that the shut gate gives up. */
   holdAhead(): void {
     this.#holding = true;
   }
@@ -220,29 +223,22 @@ export class WorkerTransactions implements MemberHost {
       return false;
     const p = this.#made;
     if (p === undefined || !p.canSendEarly) return false;
-    if (this.#early !== undefined && this.#early.producer !== p) this.#loseEarly('its producer was replaced');
+    if (this.#early !== undefined && this.#early.producer !== p) return false; // not reached (#discard)
+    (this.#early ??= { producer: p, senders: new Set() }).senders.add(member);
     const records = take();
     p.sendEarly(records);
     this.#d.sentAhead?.(records);
-    (this.#early ??= { producer: p, senders: new Set() }).senders.add(member);
     return true;
   }
 
   /**
-   * The transaction begun ahead is given up: every task that sent records into it goes back to
-   * its last checkpoint (its next checkpoint fails, and a queued one fails now), except `but`.
+   * The transaction begun ahead is given up (its producer thrown away, so it never commits): every
+   * task that sent records into it sends them again with its next checkpoint (`Member.lost`; the
+   * task still holds them, `TaskProgress.sentAhead`), a queued one included.
    */
-  #loseEarly(why: string, but?: Member): void {
-    const early = this.#early;
+  #loseEarly(): void {
+    for (const m of this.#early?.senders ?? []) m.lost = true;
     this.#early = undefined;
-    if (early === undefined) return;
-    const tainted = new Set([...early.senders].filter((m) => m !== but));
-    if (tainted.size === 0) return;
-    const e = new Error(`records sent ahead into the worker's transaction were given up: ${why}`);
-    for (const m of tainted) m.taint(e);
-    const out = this.#queue.filter((c) => tainted.has(c.member));
-    this.#queue = this.#queue.filter((c) => !tainted.has(c.member));
-    for (const c of out) c.reject(new WorkerTransactionError(c.member.taskId, e));
   }
 
   /** @internal A member closes: its queued checkpoints fail; a transaction holding it is given up. */
@@ -250,13 +246,8 @@ export class WorkerTransactions implements MemberHost {
     const mine = this.#queue.filter((c) => c.member === member);
     this.#queue = this.#queue.filter((c) => c.member !== member);
     for (const c of mine) c.reject(new Error(`task ${member.taskId} closed before its checkpoint began`));
-    if (this.#early?.senders.has(member)) {
-      // Its records are in the transaction begun ahead and its state goes back: that transaction
-      // must not commit. The producer goes (the next one's InitProducerId aborts it).
-      const producer = this.#early.producer;
-      this.#loseEarly(`task ${member.taskId} closed or reset`, member);
-      this.#discard(producer);
-    }
+    // Its records are in the transaction begun ahead and its state goes back: that one must not commit.
+    if (this.#early?.senders.has(member)) this.#discard(this.#early.producer);
     const flight = this.#flight;
     if (flight?.members.has(member)) {
       // Its records are in the transaction and the task's state goes back to its last checkpoint:
@@ -269,7 +260,7 @@ export class WorkerTransactions implements MemberHost {
 
   /** Throws the producer away (closing it fails its transaction in flight); the next is made anew. */
   #discard(producer: TransactionalProducer): void {
-    if (this.#early?.producer === producer) this.#loseEarly('its producer was discarded');
+    if (this.#early?.producer === producer) this.#loseEarly();
     if (this.#made === producer) this.#made = undefined;
     void this.#producer?.then(
       (p) => {
@@ -309,9 +300,22 @@ export class WorkerTransactions implements MemberHost {
     // reset task's released, a gate shut while the producer was being made all see it.
     if (this.#flight !== undefined || !this.#open || this.#queue.length === 0 || this.#closed) return;
     const batch = this.#queue;
-    this.#queue = [];
     const members = new Set(batch.map((c) => c.member));
     const early = this.#early;
+    // A task that sent records ahead commits them with its offsets, in one transaction. Without a
+    // checkpoint of each sender here they would commit without its offsets: the transaction goes
+    // with its producer instead, and the senders send theirs again (`#loseEarly`) in the next.
+    if (
+      early !== undefined &&
+      (early.producer !== producer || [...early.senders].some((m) => !members.has(m)))
+    ) {
+      this.#d.logger.warn({ tasks: [...early.senders].map((m) => m.taskId) }, 'records sent ahead go again');
+      this.#discard(early.producer);
+      if (early.producer !== producer) this.#discard(producer);
+      this.#schedule();
+      return;
+    }
+    this.#queue = [];
     this.#early = undefined;
     this.#flight = { members, producer };
     let done!: () => void;
@@ -324,26 +328,13 @@ export class WorkerTransactions implements MemberHost {
       const meta = this.#meta;
       if (meta === undefined)
         throw new Error('the worker is not a member of its group: no transaction begins');
-      // A task that sent records ahead commits them with its offsets, in one transaction. One
-      // without a checkpoint here (it closed or reset meanwhile) would have its records commit
-      // without its offsets: the transaction is given up instead, and that task resets too.
-      const missing = early === undefined ? [] : [...early.senders].filter((m) => !members.has(m));
-      if (early !== undefined && early.producer !== producer) missing.push(...early.senders);
-      if (missing.length > 0) {
-        const e = new Error(
-          `tasks ${missing.map((m) => m.taskId).join(', ')} sent records into the transaction and have no checkpoint in it`,
-        );
-        for (const m of missing) m.taint(e);
-        throw e;
-      }
       const records = new Map<string, OutRecord[]>();
       const offsets: TopicPartitionOffset[] = [];
       for (const c of batch) {
-        for (const [topic, l] of c.records) {
-          const into = records.get(topic);
-          if (into === undefined) records.set(topic, l.slice());
-          else for (let i = 0; i < l.length; i++) into.push(l[i]!);
-        }
+        // Sent ahead into a transaction given up: again, before the checkpoint's own records.
+        if (c.member.lost) for (const r of c.ahead) append(records, r);
+        c.member.lost = false;
+        append(records, c.records);
         for (const o of c.offsets) offsets.push(o);
       }
       txnGroupMetadata.set(this.#d.transactionalId, meta);
@@ -386,7 +377,7 @@ export class WorkerTransactions implements MemberHost {
   async close(): Promise<void> {
     this.#closed = true;
     this.#failQueued(new Error(`worker transactions ${this.transactionalId} closed`));
-    this.#loseEarly('the worker stops');
+    this.#loseEarly();
     const p = this.#producer;
     this.#producer = undefined;
     this.#made = undefined;
@@ -394,5 +385,14 @@ export class WorkerTransactions implements MemberHost {
     await producer?.close().catch(() => undefined);
     await this.idle();
     txnGroupMetadata.delete(this.#d.transactionalId);
+  }
+}
+
+/** Appends `from`'s records to `into`'s, topic by topic, in order. */
+function append(into: Map<string, OutRecord[]>, from: TopicRecords): void {
+  for (const [topic, l] of from) {
+    const to = into.get(topic);
+    if (to === undefined) into.set(topic, l.slice());
+    else for (let i = 0; i < l.length; i++) to.push(l[i]!);
   }
 }
