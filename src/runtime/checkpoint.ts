@@ -52,14 +52,14 @@ export async function writeCheckpoint(
   store: () => TaskState | undefined,
   producer: TaskTransactions | undefined,
 ): Promise<void> {
-  // A failed checkpoint took outputs with it (its snapshot): none after it may commit offsets
-  // past them. The task resets first (the task manager does; a stopping worker's does not).
-  if (progress.failed === progress.cleared)
-    throw new Error(`task ${d.taskId}: a checkpoint failed since its last reset; none commits before it`);
   const started = performance.now();
   // The interval runs from a checkpoint's start: records processed while it is in flight are
   // due at the next one, one interval later, however long this commit takes.
   progress.lastCheckpoint = Date.now();
+  // A failed checkpoint took outputs with it (its snapshot): none after it may commit offsets
+  // past them. The task resets first (the task manager does; a stopping worker's does not).
+  if (progress.failed === progress.cleared)
+    throw new Error(`task ${d.taskId}: a checkpoint failed since its last reset; none commits before it`);
   const app = d.appId;
   const committedNext = new Map(progress.toCommit);
   const dirtyRecords = progress.dirtyRecords;

@@ -111,7 +111,8 @@ export class TaskProgress {
    * outputs since that one's snapshot belong to the next transaction.
    */
   sendAhead(producer: TaskTransactions | undefined): void {
-    if (this.collector.count === 0 || producer?.sendAhead === undefined) return;
+    if (this.collector.count === 0 || producer?.sendAhead === undefined || this.failed === this.cleared)
+      return;
     producer.sendAhead(() => {
       const out = this.collector.drain();
       this.sentAhead.push(out);

@@ -8,7 +8,8 @@ export interface TaskTransactions {
   /**
    * Exactly-once v2: sends the records `take()` gives into the transaction begun ahead, before
    * the checkpoint that commits them, if one is open and may take them now (else `take` is not
-   * called and false is returned). The task's next checkpoint must then go in that transaction.
+   * called and false is returned). They commit with the task's next checkpoint: in that
+   * transaction, or sent again in a later one if it was given up (`Member.lost`).
    */
   sendAhead?(take: () => TopicRecords): boolean;
   /**

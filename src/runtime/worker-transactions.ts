@@ -65,7 +65,7 @@ export class WorkerTransactions implements MemberHost {
   /** The producer, once made (the promise's value, for the synchronous {@link sendAhead}). */
   #made: TransactionalProducer | undefined;
   /** The tasks that sent records into the transaction begun ahead ({@link sendAhead}): it commits
-   *  only with a checkpoint of each; given up, each goes back to its last checkpoint. */
+   *  only with a checkpoint of each; given up, each sends them again with its next (`lost`). */
   #early: { producer: TransactionalProducer; senders: Set<Member> } | undefined;
 
   constructor(deps: WorkerTransactionsDeps) {
