@@ -211,7 +211,6 @@ export class TransactionalProducer {
    */
   begin(commitIntervalMs: number): void {
     if (this.#ahead !== undefined || this.#committing || this.#closed || this.#last === undefined) return;
-    if (this.#dropping !== undefined) return;
     if (commitIntervalMs > this.timeoutMs / 3) return;
     const cluster: Any = producerCluster(this.#p);
     const eos: Any = cluster === undefined ? undefined : transactionalManagerOf(cluster);
@@ -261,58 +260,7 @@ export class TransactionalProducer {
     })();
     // A checkpoint awaits it and meets its error; until then (or without one) it is not unhandled.
     ready.catch(() => undefined);
-    const early: EarlySends = {
-      tail: Promise.resolve(),
-      pending: 0,
-      written: new Map(),
-      wrote: [],
-      failures: [],
-    };
-    this.#ahead = { ready, cluster, eos, early };
-  }
-
-  /**
-   * Whether {@link sendEarly} takes records now: a transaction is begun ahead, no checkpoint is
-   * committing, and no earlier send into it failed or is still on its way (records collect
-   * meanwhile and go in the next send, so sends stay few and large).
-   */
-  get canSendEarly(): boolean {
-    const a = this.#ahead;
-    return (
-      a !== undefined &&
-      !this.#committing &&
-      !this.#closed &&
-      a.early.pending === 0 &&
-      a.early.failures.length === 0
-    );
-  }
-
-  /**
-   * Sends records into the transaction begun ahead, before its checkpoint (issue 19): the
-   * checkpoint then sends only what came after, and its commit waits for less. Only when
-   * {@link canSendEarly}. A failure is the checkpoint's: its commit throws it (the transaction
-   * never commits), and so does {@link dropAhead} or {@link close} decide on the abort with it.
-   */
-  sendEarly(records: TopicRecords): void {
-    const a = this.#ahead;
-    if (a === undefined || !this.canSendEarly)
-      throw new Error(`producer ${this.id}: no transaction to send into`);
-    const early = a.early;
-    early.pending++;
-    early.tail = (async () => {
-      try {
-        const { tx } = await a.ready;
-        for (const topicMessages of toSends(records)) {
-          const meta = await tx.sendBatch({ topicMessages, acks: -1, compression: CompressionTypes.None });
-          mergeMax(early.written, lastOffsets(meta, topicMessages));
-          for (const m of meta) early.wrote.push(m);
-        }
-      } catch (e) {
-        early.failures.push(e);
-      } finally {
-        early.pending--;
-      }
-    })();
+    this.#ahead = { ready, cluster, eos };
   }
 
   /**
@@ -324,16 +272,8 @@ export class TransactionalProducer {
     const ahead = this.#ahead;
     if (ahead === undefined || this.#committing) return;
     this.#ahead = undefined;
-    // Nothing begins, and a checkpoint's transaction starts, only once this one has ended.
-    const dropping = endAhead(ahead).catch(() => undefined);
-    this.#dropping = dropping;
-    void dropping.then(() => {
-      if (this.#dropping === dropping) this.#dropping = undefined;
-    });
+    void ahead.ready.then(({ tx }) => tx.abort()).catch(() => undefined);
   }
-
-  /** A transaction begun ahead being aborted ({@link dropAhead}). */
-  #dropping: Promise<void> | undefined;
 
   /** Settles once a transaction begun ahead has its Add requests answered (for tests). */
   async whenBegun(): Promise<void> {
@@ -370,24 +310,17 @@ export class TransactionalProducer {
     /** The group whose AddOffsetsToTxn the transaction begun ahead had answered. */
     let offsetsAdded: string | undefined;
     try {
-      if (ahead) {
-        ({ tx, offsets: offsetsAdded } = await step(ahead.ready));
-        // The records sent early go before this checkpoint's (the same partitions' order).
-        await step(ahead.early.tail);
-        if (ahead.early.failures.length > 0) throw ahead.early.failures[0];
-      } else {
-        if (this.#dropping !== undefined) await step(this.#dropping);
-        tx = await step(this.#p.transaction());
-      }
+      if (ahead) ({ tx, offsets: offsetsAdded } = await step(ahead.ready));
+      else tx = await step(this.#p.transaction());
     } catch (e) {
       this.#committing = false;
       this.#abandon = undefined;
       this.#last = undefined; // nothing more begins on a producer the caller throws away
       throw e;
     }
-    const written: WrittenOffsets = new Map(ahead?.early.written);
+    const written: WrittenOffsets = new Map();
     /** The partitions the sends wrote to, from the broker's answers (outputs carry no partition). */
-    const wrote: RecordMetadata[] = ahead ? ahead.early.wrote.slice() : [];
+    const wrote: RecordMetadata[] = [];
     /** Why the records' and the offsets' chains failed, once both settled. */
     let failures: unknown[] = [];
     try {
@@ -506,7 +439,7 @@ export class TransactionalProducer {
     if (ahead) {
       let late = false;
       await Promise.race([
-        endAhead(ahead, () => late).catch(() => undefined),
+        ahead.ready.then(({ tx }) => (late ? undefined : tx.abort())).catch(() => undefined),
         sleep(1000, undefined, { ref: false }),
       ]);
       late = true;
@@ -516,19 +449,6 @@ export class TransactionalProducer {
     abandon?.(new Error(`transactional producer ${this.id} closed while its transaction was in flight`));
     await this.#p.disconnect().catch(() => undefined);
   }
-}
-
-/**
- * Aborts a transaction begun ahead and given up, once its Add requests and early sends are
- * answered, unless one of them may not have been (see {@link TransactionalProducer.commitTransaction}:
- * an abort handled before a late Produce leaves a hanging transaction; the next InitProducerId
- * aborts it then). Not when `late()` says the caller stopped waiting.
- */
-async function endAhead(ahead: Ahead, late: () => boolean = () => false): Promise<void> {
-  const { tx } = await ahead.ready;
-  await ahead.early.tail;
-  if (late() || ahead.early.failures.some(mayBeUnanswered)) return;
-  await tx.abort();
 }
 
 /**
@@ -558,20 +478,6 @@ interface Ahead {
   /** The producer's kafkajs cluster and transactional manager. */
   cluster: Any;
   eos: Any;
-  /** Records sent into it before its checkpoint ({@link TransactionalProducer.sendEarly}). */
-  early: EarlySends;
-}
-
-/** The sends of a transaction begun ahead, one at a time, in order; what they wrote. */
-interface EarlySends {
-  /** Settles when every send so far has been answered. */
-  tail: Promise<void>;
-  /** Sends queued or in flight. */
-  pending: number;
-  written: WrittenOffsets;
-  wrote: RecordMetadata[];
-  /** Why sends failed (the transaction must not commit). */
-  failures: unknown[];
 }
 
 interface Begun {

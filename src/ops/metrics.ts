@@ -54,10 +54,6 @@ export const METRIC = {
   cacheBytes: { name: 'sluice_state_cache_bytes', help: 'Approximate bytes held in the write-back caches.' },
   txCommits: { name: 'sluice_transaction_commits_total', help: 'Kafka transactions committed.' },
   txAborts: { name: 'sluice_transaction_aborts_total', help: 'Kafka transactions aborted.' },
-  sentAhead: {
-    name: 'sluice_records_sent_ahead_total',
-    help: 'Outputs sent into the open transaction before their checkpoint (exactly-once v2).',
-  },
   errors: { name: 'sluice_errors_total', help: 'Errors by kind.' },
   lateRecords: {
     name: 'sluice_late_records_total',
@@ -159,7 +155,6 @@ export function initWorkerMetrics(m: WorkerMetrics, app: string, nodes: readonly
   m.rebalances.inc({ app }, 0);
   m.txCommits.inc({ app }, 0);
   m.txAborts.inc({ app }, 0);
-  m.sentAhead.inc({ app }, 0);
   m.cacheHits.inc({ app }, 0);
   m.cacheMisses.inc({ app }, 0);
   for (const reason of ['random', 'priority']) m.recordsShed.inc({ app, reason }, 0);
@@ -201,7 +196,6 @@ export function createWorkerMetrics(registry: Registry) {
     cacheBytes: g(METRIC.cacheBytes, ['app', 'task']),
     txCommits: c(METRIC.txCommits, ['app']),
     txAborts: c(METRIC.txAborts, ['app']),
-    sentAhead: c(METRIC.sentAhead, ['app']),
     errors: c(METRIC.errors, ['app', 'kind']),
     checkpointRecords: h(METRIC.checkpointRecords, ['app'], CHECKPOINT_RECORD_BUCKETS),
     checkpointBytes: h(METRIC.checkpointBytes, ['app'], CHECKPOINT_BYTE_BUCKETS),

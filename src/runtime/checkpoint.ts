@@ -14,7 +14,7 @@ import { checkpointSize } from './checkpoint-size.js';
 import type { OutputStream } from './output-stream.js';
 import type { TaskProgress } from './task-progress.js';
 import type { TaskState } from './task-state.js';
-import type { TaskTransactions } from './task-transactions.js';
+import type { TaskTransactions } from './worker-transactions.js';
 
 export interface CheckpointDeps {
   appId: string;
@@ -56,8 +56,9 @@ export async function writeCheckpoint(
   // The interval runs from a checkpoint's start: records processed while it is in flight are
   // due at the next one, one interval later, however long this commit takes.
   progress.lastCheckpoint = Date.now();
-  // A failed checkpoint took outputs with it (its snapshot): none after it may commit offsets
-  // past them. The task resets first (the task manager does; a stopping worker's does not).
+  // A failed checkpoint took outputs with it (its snapshot drained the collector): none after it
+  // may commit offsets past them. The task resets first (the task manager does; a stopping
+  // worker's, or a revoked task under v1, closed with one more checkpoint instead).
   if (progress.failed === progress.cleared)
     throw new Error(`task ${d.taskId}: a checkpoint failed since its last reset; none commits before it`);
   const app = d.appId;
@@ -67,11 +68,7 @@ export async function writeCheckpoint(
   // took is no longer in it to forget (dirtyRecords would go below zero).
   const cleared = progress.cleared;
   const records = progress.collector.drain();
-  // Exactly-once v2: outputs sent ahead into this transaction (task.ts); committed with it.
-  const ahead = progress.sentAhead;
-  progress.sentAhead = [];
-  let outputCount = [...records.values()].reduce((a, l) => a + l.length, 0);
-  for (const r of ahead) for (const l of r.values()) outputCount += l.length;
+  const outputCount = [...records.values()].reduce((a, l) => a + l.length, 0);
   const changelog = new Map<string, OutRecord[]>();
   store()?.writeChangelog(changelog, d.partition);
   const all = new Map(records);
@@ -89,9 +86,35 @@ export async function writeCheckpoint(
   // with only this task's timer outputs would otherwise commit). Unchanged offsets go again.
   if (d.eos && d.sharedTransaction === true && offsets.length === 0)
     offsets.push(...unchangedOffsets(d, progress));
-  let written: WrittenOffsets;
+  let written!: WrittenOffsets;
   try {
-    written = await commit(d, producer, all, records, offsets, ahead);
+    if (d.eos) {
+      try {
+        written = await producer!.commitTransaction(all, { groupId: d.groupId, offsets });
+      } catch (e) {
+        // Fenced: another worker's producer of this task has the newer epoch, so it owns the task
+        // now (or is fencing to take it). Nothing of this checkpoint committed; the caller closes
+        // the task without committing and rejoins, and must not re-init it on its own.
+        // Exactly-once v2: the group's coordinator refused the offsets of a member no longer in its
+        // generation (KIP-447), the same situation met from the group's side. There a fenced
+        // producer says nothing about the tasks: its transactional id is the worker's, bumped by a
+        // transaction that timed out or by another process with this worker's instance id (which the
+        // group fences in turn). The tasks reset; were they another's now, the generation tells.
+        if (isGenerationFenced(e) || (d.sharedTransaction !== true && isFencedError(e)))
+          throw new TaskMigratedError(d.taskId, e);
+        throw e;
+      }
+      if (d.sharedTransaction !== true) d.metrics.txCommits.inc({ app });
+    } else {
+      // After every output sent early (output-stream.ts): the offsets cover their records too.
+      written = d.outputs
+        ? await d.outputs.push(all, records)
+        : await (await d.plainProducer()).send(all).then((w) => {
+            countOutputs(d, records);
+            return w;
+          });
+      await commitOffsetsAtLeastOnce(d, offsets);
+    }
     await store()?.commitLocal(written);
   } catch (e) {
     if (progress.cleared === cleared) progress.failed = cleared;
@@ -105,13 +128,10 @@ export async function writeCheckpoint(
       if (progress.toCommit.get(topic) === o) progress.toCommit.delete(topic);
     progress.dirtyRecords -= dirtyRecords;
   }
-  if (d.eos) {
-    countOutputs(d, records);
-    for (const r of ahead) countOutputs(d, r);
-  }
+  if (d.eos) countOutputs(d, records);
   for (const [topic, l] of changelog) d.metrics.changelogRecords.inc({ app, store: topic }, l.length);
   d.metrics.checkpoints.inc({ app });
-  const size = checkpointSize([...all.values(), ...ahead.flatMap((r) => [...r.values()])]);
+  const size = checkpointSize(all.values());
   d.metrics.checkpointRecords.observe({ app }, size.records);
   d.metrics.checkpointBytes.observe({ app }, size.bytes);
   store()?.flushCacheMetrics();
@@ -161,44 +181,5 @@ async function commitOffsetsAtLeastOnce(d: CheckpointDeps, offsets: TopicPartiti
   } catch (e) {
     // The outputs are written; a lost offset commit only means the records are read again.
     d.logger.warn({ err: e }, 'offset commit failed (at-least-once: records will be re-read)');
-  }
-}
-
-/** The checkpoint's records and offsets to Kafka: one transaction, or (at-least-once) in order. */
-async function commit(
-  d: CheckpointDeps,
-  producer: TaskTransactions | undefined,
-  all: TopicRecords,
-  records: TopicRecords,
-  offsets: TopicPartitionOffset[],
-  ahead: readonly TopicRecords[],
-): Promise<WrittenOffsets> {
-  if (!d.eos) {
-    // After every output sent early (output-stream.ts): the offsets cover their records too.
-    const written = d.outputs
-      ? await d.outputs.push(all, records)
-      : await (await d.plainProducer()).send(all).then((w) => {
-          countOutputs(d, records);
-          return w;
-        });
-    await commitOffsetsAtLeastOnce(d, offsets);
-    return written;
-  }
-  try {
-    const written = await producer!.commitTransaction(all, { groupId: d.groupId, offsets }, ahead);
-    if (d.sharedTransaction !== true) d.metrics.txCommits.inc({ app: d.appId });
-    return written;
-  } catch (e) {
-    // Fenced: another worker's producer of this task has the newer epoch, so it owns the task
-    // now (or is fencing to take it). Nothing of this checkpoint committed; the caller closes
-    // the task without committing and rejoins, and must not re-init it on its own.
-    // Exactly-once v2: the group's coordinator refused the offsets of a member no longer in its
-    // generation (KIP-447), the same situation met from the group's side. There a fenced
-    // producer says nothing about the tasks: its transactional id is the worker's, bumped by a
-    // transaction that timed out or by another process with this worker's instance id (which the
-    // group fences in turn). The tasks reset; were they another's now, the generation tells.
-    if (isGenerationFenced(e) || (d.sharedTransaction !== true && isFencedError(e)))
-      throw new TaskMigratedError(d.taskId, e);
-    throw e;
   }
 }

@@ -25,7 +25,6 @@ export async function checkpointBeforeRejoin(
   w: WorkerTransactions | undefined,
 ): Promise<void> {
   if (w !== undefined && !w.isOpen) return;
-  w?.holdAhead();
   const running = [...tasks].filter((t) => t.state === 'running' && t.hasPending);
   // A checkpoint in flight does not hold what was processed while it ran: wait for it, then
   // take one more of everything.

@@ -14,9 +14,8 @@ import { checkpointBeforeRejoin } from './rejoin.js';
 import { SliceSize } from './slice-size.js';
 import { Task, type TaskDeps } from './task.js';
 import type { TaskState } from './task-state.js';
-import type { TaskTransactions } from './task-transactions.js';
 import { deadLetterTopic } from './topics.js';
-import type { WorkerTransactions } from './worker-transactions.js';
+import type { TaskTransactions, WorkerTransactions } from './worker-transactions.js';
 
 /** Opens a task's state; supplied by the state module (restore.ts). */
 export type OpenState = (
@@ -388,7 +387,6 @@ export class TaskManager {
     const tasks = [...this.#tasks.values()];
     const checkpoint = opts.checkpoint && (this.#d.transactions?.isOpen ?? true); // v2: not mid-rejoin
     if (!checkpoint) this.#d.transactions?.dropQueued();
-    this.#d.transactions?.holdAhead(); // what went ahead goes with the final checkpoints
     await Promise.all(tasks.map((t) => t.close({ checkpoint })));
     this.#tasks.clear();
     await this.#d.transactions?.close();

@@ -1,8 +1,6 @@
 import type { SluiceConfig } from '../config/schema.js';
-import type { TopicRecords } from '../kafka/producer.js';
 import type { SubTopology } from '../topology/build.js';
 import { Collector } from './collector.js';
-import type { TaskTransactions } from './task-transactions.js';
 import { WATERMARK_HEADER, Watermark } from './watermark.js';
 
 /**
@@ -16,11 +14,6 @@ export class TaskProgress {
   readonly next = new Map<string, bigint | undefined>();
   /** Offsets processed since the last checkpoint, to commit at the next one. */
   readonly toCommit = new Map<string, bigint>();
-  /**
-   * Exactly-once v2: outputs taken from the collector and sent ahead into the worker's open
-   * transaction (`TaskTransactions.sendAhead`); the next checkpoint commits and counts them.
-   */
-  sentAhead: TopicRecords[] = [];
   /** Records processed since the last checkpoint (including dead-lettered ones). */
   dirtyRecords = 0;
   /** Bumped by {@link clear}: the task dropped what it did since its last checkpoint (a reset). */
@@ -104,27 +97,10 @@ export class TaskProgress {
     this.#announced = w;
   }
 
-  /**
-   * Exactly-once v2: the outputs so far go into the worker's transaction begun ahead, so that
-   * the checkpoint sends (and waits for) only the rest (issue 19). The task's next checkpoint
-   * must commit in that transaction, so not while one of its checkpoints is in flight: the
-   * outputs since that one's snapshot belong to the next transaction.
-   */
-  sendAhead(producer: TaskTransactions | undefined): void {
-    if (this.collector.count === 0 || producer?.sendAhead === undefined || this.failed === this.cleared)
-      return;
-    producer.sendAhead(() => {
-      const out = this.collector.drain();
-      this.sentAhead.push(out);
-      return out;
-    });
-  }
-
   /** Throws away the outputs and offsets since the last checkpoint. */
   clear(): void {
     this.#announced = undefined;
     this.collector.clear();
-    this.sentAhead = [];
     this.toCommit.clear();
     this.dirtyRecords = 0;
     this.cleared++;

@@ -21,8 +21,8 @@ import { taskParts } from './task-operators.js';
 import { TaskProgress } from './task-progress.js';
 import type { TaskState } from './task-state.js';
 import { type TaskStateName, transition } from './task-states.js';
-import type { TaskTransactions } from './task-transactions.js';
 import { overflowTopic } from './topics.js';
+import type { TaskTransactions } from './worker-transactions.js';
 
 export { TASK_STATES, type TaskStateName } from './task-states.js';
 
@@ -267,7 +267,6 @@ export class Task {
     const n = this.#loop.process(this.#ops, topic, records, resolveOffset);
     this.#afterBatch(); // the record cache's eviction; at-least-once: the outputs go now
     if (n > 0) this.#producer?.begin(this.#deps.config.processing.commitIntervalMs); // exactly-once
-    if (n > 0 && !this.#busy) this.#progress.sendAhead(this.#producer); // v2 (task-progress.ts)
     return n;
   }
 
@@ -391,7 +390,8 @@ export class Task {
   }
 
   async #release(clean = false): Promise<void> {
-    const [producer, store] = [this.#producer, this.#store];
+    const producer = this.#producer;
+    const store = this.#store;
     this.#producer = undefined;
     this.#store = undefined;
     await producer?.close();

@@ -1,14 +1,31 @@
+import { randomUUID } from 'node:crypto';
+import type { SluiceConfig } from '../config/schema.js';
 import type { KafkaAdmin } from '../kafka/admin.js';
-import type { TopicRecords, TransactionalProducer, WrittenOffsets } from '../kafka/producer.js';
+import type { KafkaClient } from '../kafka/client.js';
+import type { GroupConsumer } from '../kafka/consumer.js';
+import {
+  type TopicRecords,
+  type TransactionalProducer,
+  WORKER_TRANSACTION_TIMEOUT_MS,
+  type WrittenOffsets,
+} from '../kafka/producer.js';
 import { txnGroupMetadata } from '../kafka/txn-group-metadata.js';
 import type { GroupMetadata, OutRecord, TopicPartitionOffset } from '../kafka/types.js';
 import type { Logger } from '../ops/logger.js';
-import {
-  Member,
-  type MemberHost,
-  type TaskTransactions,
-  WorkerTransactionError,
-} from './task-transactions.js';
+import type { WorkerMetrics } from '../ops/metrics.js';
+
+/** What a task commits its checkpoints through under exactly-once (TransactionalProducer's shape). */
+export interface TaskTransactions {
+  /** Begins the next transaction ahead of the checkpoint, where it can (TransactionalProducer.begin). */
+  begin(commitIntervalMs: number): void;
+  /** Commits the checkpoint's records and offsets; rejects if they did not commit. */
+  commitTransaction(
+    records: TopicRecords,
+    offsets: { groupId: string; offsets: readonly TopicPartitionOffset[] },
+  ): Promise<WrittenOffsets>;
+  /** The task lets go: what it has queued fails, and a transaction holding its records is given up. */
+  close(): Promise<void>;
+}
 
 export interface WorkerTransactionsDeps {
   /** The worker's transactional id: `<appId>-<group.instance.id>` (a restart fences its previous run). */
@@ -22,15 +39,11 @@ export interface WorkerTransactionsDeps {
   logger: Logger;
   /** Counts each transaction's outcome (`sluice_transaction_commits_total`, `..._aborts_total`). */
   counted?: (committed: boolean) => void;
-  /** Counts the records sent ahead (`sluice_records_sent_ahead_total`). */
-  sentAhead?: (records: TopicRecords) => void;
 }
 
 interface Contribution {
   member: Member;
   records: TopicRecords;
-  /** What the member sent ahead since its last checkpoint (sent again if `member.lost`). */
-  ahead: readonly TopicRecords[];
   offsets: readonly TopicPartitionOffset[];
   resolve: (w: WrittenOffsets) => void;
   reject: (e: unknown) => void;
@@ -53,7 +66,7 @@ interface Contribution {
  * assignment's revoked tasks are gone, so a transaction never carries a revoked task's records
  * under the generation that revoked it.
  */
-export class WorkerTransactions implements MemberHost {
+export class WorkerTransactions {
   readonly #d: WorkerTransactionsDeps;
   #producer: Promise<TransactionalProducer> | undefined;
   #queue: Contribution[] = [];
@@ -62,11 +75,6 @@ export class WorkerTransactions implements MemberHost {
   #open = false;
   #scheduled = false;
   #closed = false;
-  /** The producer, once made (the promise's value, for the synchronous {@link sendAhead}). */
-  #made: TransactionalProducer | undefined;
-  /** The tasks that sent records into the transaction begun ahead ({@link sendAhead}): it commits
-   *  only with a checkpoint of each; given up, each sends them again with its next (`lost`). */
-  #early: { producer: TransactionalProducer; senders: Set<Member> } | undefined;
 
   constructor(deps: WorkerTransactionsDeps) {
     this.#d = deps;
@@ -82,15 +90,10 @@ export class WorkerTransactions implements MemberHost {
     if (this.#producer === undefined) {
       const p = this.#d.make(this.#d.transactionalId);
       this.#producer = p;
-      p.then(
-        (made) => {
-          if (this.#producer === p) this.#made = made;
-        },
-        // A producer that could not be made is made again by the next caller.
-        () => {
-          if (this.#producer === p) this.#producer = undefined;
-        },
-      );
+      // A producer that could not be made is made again by the next caller.
+      p.catch(() => {
+        if (this.#producer === p) this.#producer = undefined;
+      });
     }
     return this.#producer;
   }
@@ -117,7 +120,6 @@ export class WorkerTransactions implements MemberHost {
    * the next one (whose TxnOffsetCommit the group's coordinator would accept).
    */
   open(revoked: Iterable<string> = []): void {
-    this.#holding = false;
     this.#withdraw(new Set(revoked));
     this.#meta = this.#d.groupMetadata();
     this.#open = true;
@@ -134,14 +136,10 @@ export class WorkerTransactions implements MemberHost {
    */
   shut(): void {
     this.#open = false;
-    // With records sent ahead it goes with its producer: an abort left undone (an early send
-    // unanswered) would leave the producer mid-transaction (the next checkpoint's would fail).
-    if (this.#early !== undefined) this.#discard(this.#early.producer);
-    else
-      void this.#producer?.then(
-        (p) => p.dropAhead(),
-        () => undefined,
-      );
+    void this.#producer?.then(
+      (p) => p.dropAhead(),
+      () => undefined,
+    );
   }
 
   /**
@@ -155,7 +153,6 @@ export class WorkerTransactions implements MemberHost {
    */
   reopen(): void {
     if (this.#open || this.#closed || this.#meta === undefined) return;
-    this.#holding = false;
     this.#open = true;
     this.#schedule();
   }
@@ -184,61 +181,23 @@ export class WorkerTransactions implements MemberHost {
     member: Member,
     records: TopicRecords,
     offsets: readonly TopicPartitionOffset[],
-    ahead: readonly TopicRecords[] = [],
   ): Promise<WrittenOffsets> {
     if (this.#closed) return Promise.reject(new Error(`worker transactions ${this.transactionalId} closed`));
     return new Promise<WrittenOffsets>((resolve, reject) => {
-      this.#queue.push({ member, records, offsets, ahead, resolve, reject });
+      this.#queue.push({ member, records, offsets, resolve, reject });
       this.#schedule();
     });
   }
 
   /** @internal The next transaction of a member's task begins ahead, where it can. */
   beginAhead(commitIntervalMs: number): void {
-    if (!this.#open || this.#holding || this.#flight !== undefined || this.#queue.length > 0) return;
+    if (!this.#open || this.#flight !== undefined || this.#queue.length > 0) return;
     void this.#producer?.then(
       (p) => {
-        if (this.#open && !this.#holding && this.#flight === undefined) p.begin(commitIntervalMs);
+        if (this.#open && this.#flight === undefined) p.begin(commitIntervalMs);
       },
       () => undefined,
     );
-  }
-
-  /** Set by {@link holdAhead}: nothing goes ahead until the gate opens again. */
-  #holding = false;
-  /** Every task is about to checkpoint (a rejoin, a stop): nothing more begins or goes ahead, so
-   *  what went goes in those checkpoints' transaction, not one that the shut gate gives up. */
-  holdAhead(): void {
-    this.#holding = true;
-  }
-
-  /**
-   * @internal Sends a member's records into the transaction begun ahead (TaskTransactions.sendAhead):
-   * only while the gate is open, no transaction is in flight and no checkpoint is queued (records
-   * taken after a queued checkpoint's snapshot belong to the next transaction), and the producer
-   * has a transaction begun ahead with no send of it on its way.
-   */
-  sendAhead(member: Member, take: () => TopicRecords): boolean {
-    if (!this.#open || this.#holding || this.#closed || this.#flight !== undefined || this.#queue.length > 0)
-      return false;
-    const p = this.#made;
-    if (p === undefined || !p.canSendEarly) return false;
-    if (this.#early !== undefined && this.#early.producer !== p) return false; // not reached (#discard)
-    (this.#early ??= { producer: p, senders: new Set() }).senders.add(member);
-    const records = take();
-    p.sendEarly(records);
-    this.#d.sentAhead?.(records);
-    return true;
-  }
-
-  /**
-   * The transaction begun ahead is given up (its producer thrown away, so it never commits): every
-   * task that sent records into it sends them again with its next checkpoint (`Member.lost`; the
-   * task still holds them, `TaskProgress.sentAhead`), a queued one included.
-   */
-  #loseEarly(): void {
-    for (const m of this.#early?.senders ?? []) m.lost = true;
-    this.#early = undefined;
   }
 
   /** @internal A member closes: its queued checkpoints fail; a transaction holding it is given up. */
@@ -246,8 +205,6 @@ export class WorkerTransactions implements MemberHost {
     const mine = this.#queue.filter((c) => c.member === member);
     this.#queue = this.#queue.filter((c) => c.member !== member);
     for (const c of mine) c.reject(new Error(`task ${member.taskId} closed before its checkpoint began`));
-    // Its records are in the transaction begun ahead and its state goes back: that one must not commit.
-    if (this.#early?.senders.has(member)) this.#discard(this.#early.producer);
     const flight = this.#flight;
     if (flight?.members.has(member)) {
       // Its records are in the transaction and the task's state goes back to its last checkpoint:
@@ -260,8 +217,6 @@ export class WorkerTransactions implements MemberHost {
 
   /** Throws the producer away (closing it fails its transaction in flight); the next is made anew. */
   #discard(producer: TransactionalProducer): void {
-    if (this.#early?.producer === producer) this.#loseEarly();
-    if (this.#made === producer) this.#made = undefined;
     void this.#producer?.then(
       (p) => {
         if (p === producer) this.#producer = undefined;
@@ -300,23 +255,8 @@ export class WorkerTransactions implements MemberHost {
     // reset task's released, a gate shut while the producer was being made all see it.
     if (this.#flight !== undefined || !this.#open || this.#queue.length === 0 || this.#closed) return;
     const batch = this.#queue;
-    const members = new Set(batch.map((c) => c.member));
-    const early = this.#early;
-    // A task that sent records ahead commits them with its offsets, in one transaction. Without a
-    // checkpoint of each sender here they would commit without its offsets: the transaction goes
-    // with its producer instead, and the senders send theirs again (`#loseEarly`) in the next.
-    if (
-      early !== undefined &&
-      (early.producer !== producer || [...early.senders].some((m) => !members.has(m)))
-    ) {
-      this.#d.logger.warn({ tasks: [...early.senders].map((m) => m.taskId) }, 'records sent ahead go again');
-      this.#discard(early.producer);
-      if (early.producer !== producer) this.#discard(producer);
-      this.#schedule();
-      return;
-    }
     this.#queue = [];
-    this.#early = undefined;
+    const members = new Set(batch.map((c) => c.member));
     this.#flight = { members, producer };
     let done!: () => void;
     this.#settled = new Promise<void>((r) => {
@@ -331,10 +271,11 @@ export class WorkerTransactions implements MemberHost {
       const records = new Map<string, OutRecord[]>();
       const offsets: TopicPartitionOffset[] = [];
       for (const c of batch) {
-        // Sent ahead into a transaction given up: again, before the checkpoint's own records.
-        if (c.member.lost) for (const r of c.ahead) append(records, r);
-        c.member.lost = false;
-        append(records, c.records);
+        for (const [topic, l] of c.records) {
+          const into = records.get(topic);
+          if (into === undefined) records.set(topic, l.slice());
+          else for (let i = 0; i < l.length; i++) into.push(l[i]!);
+        }
         for (const o of c.offsets) offsets.push(o);
       }
       txnGroupMetadata.set(this.#d.transactionalId, meta);
@@ -377,10 +318,8 @@ export class WorkerTransactions implements MemberHost {
   async close(): Promise<void> {
     this.#closed = true;
     this.#failQueued(new Error(`worker transactions ${this.transactionalId} closed`));
-    this.#loseEarly();
     const p = this.#producer;
     this.#producer = undefined;
-    this.#made = undefined;
     const producer = await p?.catch(() => undefined);
     await producer?.close().catch(() => undefined);
     await this.idle();
@@ -388,11 +327,72 @@ export class WorkerTransactions implements MemberHost {
   }
 }
 
-/** Appends `from`'s records to `into`'s, topic by topic, in order. */
-function append(into: Map<string, OutRecord[]>, from: TopicRecords): void {
-  for (const [topic, l] of from) {
-    const to = into.get(topic);
-    if (to === undefined) into.set(topic, l.slice());
-    else for (let i = 0; i < l.length; i++) to.push(l[i]!);
+/**
+ * A task's checkpoint failed with its worker's transaction: one error per task, its cause the
+ * transaction's. The task manager handles each checkpoint failure once, by its error object; one
+ * object shared by every task of the transaction reset only the first, and the others went on
+ * from state whose outputs had not committed (found by the broker-outage test).
+ */
+export class WorkerTransactionError extends Error {
+  constructor(taskId: string, cause: unknown) {
+    super(`task ${taskId}: its worker's transaction failed: ${(cause as Error)?.message ?? String(cause)}`, {
+      cause,
+    });
+    this.name = (cause as Error)?.name ?? 'WorkerTransactionError';
   }
+}
+
+/** One task's handle on its worker's transactions. */
+class Member implements TaskTransactions {
+  readonly taskId: string;
+  readonly #w: WorkerTransactions;
+  #closed = false;
+  constructor(w: WorkerTransactions, taskId: string) {
+    this.#w = w;
+    this.taskId = taskId;
+  }
+  begin(commitIntervalMs: number): void {
+    if (!this.#closed) this.#w.beginAhead(commitIntervalMs);
+  }
+  commitTransaction(
+    records: TopicRecords,
+    offsets: { groupId: string; offsets: readonly TopicPartitionOffset[] },
+  ): Promise<WrittenOffsets> {
+    if (this.#closed) return Promise.reject(new Error(`task ${this.taskId} closed`));
+    return this.#w.enqueue(this, records, offsets.offsets);
+  }
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    await this.#w.release(this);
+  }
+}
+
+/**
+ * The worker's transactions under exactly-once v2 (`processing.transactions: worker`), else
+ * undefined. The transactional id is `<appId>-<group.instance.id>`, so a restarted worker's
+ * producer aborts what its previous run left open; a dynamic member gets a fresh one per run.
+ */
+export function workerTransactions(
+  w: {
+    appId: string;
+    config: Readonly<SluiceConfig>;
+    client: KafkaClient;
+    logger: Logger;
+    metrics: WorkerMetrics;
+  },
+  groupInstanceId: string | undefined,
+  consumer: () => GroupConsumer | undefined,
+): WorkerTransactions | undefined {
+  const { processing } = w.config;
+  if (processing.guarantee !== 'exactly_once' || processing.transactions !== 'worker') return undefined;
+  return new WorkerTransactions({
+    transactionalId: `${w.appId}-${groupInstanceId ?? randomUUID()}`,
+    groupId: w.appId,
+    make: (id) => w.client.transactionalProducer(id, WORKER_TRANSACTION_TIMEOUT_MS),
+    groupMetadata: () => consumer()?.groupMetadata(),
+    admin: () => w.client.admin(),
+    logger: w.logger,
+    counted: (ok) => (ok ? w.metrics.txCommits : w.metrics.txAborts).inc({ app: w.appId }),
+  });
 }

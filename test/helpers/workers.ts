@@ -3,7 +3,6 @@ import { appendFileSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import type { TestContext } from 'node:test';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { loadConfig } from '../../src/config/load.js';
 import type { SluiceConfig, SluiceConfigInput } from '../../src/config/schema.js';
@@ -154,25 +153,6 @@ export function metricValue(
     if (Object.entries(labels).every(([k, v]) => ls[k] === v)) return Number(m[3]);
   }
   return undefined;
-}
-
-/**
- * A metric summed over the workers (a dead one counts 0). Bounded: a worker that never logged
- * its metrics URL (it logs it at info level) fails this instead of hanging the test.
- */
-export async function sumMetric(
-  workers: ReadonlyArray<Pick<WorkerProcess, 'metrics' | 'exited' | 'name'> | undefined>,
-  name: string,
-): Promise<number> {
-  const one = async (w: Pick<WorkerProcess, 'metrics' | 'exited' | 'name'>) => {
-    const dead = w.exited.then(() => '');
-    const late = sleep(15_000, undefined, { ref: false }).then(() => {
-      throw new Error(`${w.name}: no /metrics within 15 s (does it log at info level?)`);
-    });
-    return metricSum(await Promise.race([w.metrics().catch(() => dead), dead, late]), name);
-  };
-  const each = await Promise.all(workers.map((w) => (w ? one(w) : 0)));
-  return each.reduce((a, b) => a + b, 0);
 }
 
 /** Sum of all samples of a metric whose labels match. */

@@ -9,7 +9,6 @@ import {
   addsTasks,
   exactlyOnceArgs,
   spawnWorker,
-  sumMetric,
   type WorkerProcess,
   workerGroup,
 } from '../helpers/workers.js';
@@ -130,9 +129,6 @@ test('exactly-once should hold through zombies (SIGSTOP past the session, SIGCON
       `tasks closed as migrated (fenced zombies): ${migrated}; rejoins after a missed generation: ${lost}`,
     );
     assert.ok(migrated + lost >= 1, 'at least one thawed worker was fenced or found its tasks lost');
-    const sentAhead = await sumMetric(workers, 'sluice_records_sent_ahead_total');
-    t.diagnostic(`outputs sent ahead into open transactions by the last workers: ${sentAhead}`);
-    assert.ok(sentAhead > 0, 'outputs went ahead of their checkpoints (exactly-once v2) through the faults');
   } finally {
     producing = false;
     for (const w of workers) w.child.kill('SIGCONT');

@@ -20,8 +20,6 @@ import { WorkerTransactions } from '../../../src/runtime/worker-transactions.js'
  * zombie and crash tests.
  */
 interface Commit {
-  /** What was sent ahead into this transaction (sendEarly), in order. */
-  early: TopicRecords[];
   records: TopicRecords;
   offsets: readonly TopicPartitionOffset[];
   meta: GroupMetadata | undefined;
@@ -36,47 +34,25 @@ class FakeProducer {
   constructor(n: number) {
     this.n = n;
   }
-  /** A transaction is begun ahead (begin), and what was sent into it. */
-  ahead = false;
-  early: TopicRecords[] = [];
-  committing = false;
-  begin(): void {
-    if (!this.committing && !this.closed) this.ahead = true;
-  }
-  get canSendEarly(): boolean {
-    return this.ahead && !this.committing && !this.closed;
-  }
-  sendEarly(records: TopicRecords): void {
-    assert.ok(this.canSendEarly, 'sendEarly only when canSendEarly');
-    this.early.push(records);
-  }
+  begin(): void {}
   /** Transactions begun ahead given up (`shut`). */
   dropped = 0;
   dropAhead(): void {
     this.dropped++;
-    this.ahead = false;
-    this.early = [];
   }
   commitTransaction(
     records: TopicRecords,
     offsets: { groupId: string; offsets: readonly TopicPartitionOffset[] },
   ): Promise<WrittenOffsets> {
     if (this.closed) return Promise.reject(new Error('closed'));
-    const early = this.early;
-    this.early = [];
-    this.ahead = false;
-    this.committing = true;
-    return new Promise<WrittenOffsets>((resolve, reject) => {
+    return new Promise((resolve, reject) => {
       this.#pending.push(reject);
       this.commits.push({
-        early,
         records,
         offsets: offsets.offsets,
         meta: txnGroupMetadata.get('app-w1'),
         settle: (e) => (e ? reject(e) : resolve(new Map([['out:0', BigInt(this.n)]]))),
       });
-    }).finally(() => {
-      this.committing = false;
     });
   }
   async close(): Promise<void> {
@@ -358,129 +334,5 @@ test('stopping mid-rejoin fails the queued checkpoints instead of waiting for th
   w.dropQueued();
   await assert.rejects(p, /nothing more commits/);
   assert.equal(made[0]!.commits.length, 0);
-  await w.close();
-});
-
-/** Sends `v` ahead through task handle `t`; whether it went (and `take` was called only then). */
-function sendAhead(t: { sendAhead?: (take: () => TopicRecords) => boolean }, ...v: string[]): boolean {
-  let taken = false;
-  const went = t.sendAhead!(() => {
-    taken = true;
-    return recs('out', ...v);
-  });
-  assert.equal(taken, went, 'the records are taken exactly when they go');
-  return went;
-}
-
-/** Two tasks after a first transaction committed, and the next one begun ahead. */
-async function begunAhead() {
-  const s = await twoTasks();
-  const first = s.a.commitTransaction(recs('out', 'a0'), group(off('in', 0, 1)));
-  await turn();
-  s.made[0]!.commits[0]!.settle();
-  await first;
-  s.a.begin(100);
-  await turn();
-  assert.equal(s.made[0]!.ahead, true);
-  return s;
-}
-
-test("records sent ahead commit in the transaction of their tasks' next checkpoints, before them", async () => {
-  const { w, made, a, b } = await begunAhead();
-  assert.equal(sendAhead(a, 'a1'), true);
-  assert.equal(sendAhead(b, 'b1'), true);
-  const pa = a.commitTransaction(recs('out', 'a2'), group(off('in', 0, 2)));
-  const pb = b.commitTransaction(recs('out', 'b2'), group(off('in', 1, 2)));
-  await turn();
-  const c = made[0]!.commits[1]!;
-  assert.deepEqual(
-    c.early.map((r) => values(r, 'out')),
-    [['a1'], ['b1']],
-  );
-  assert.deepEqual(values(c.records, 'out'), ['a2', 'b2']);
-  c.settle();
-  await pa;
-  await pb;
-  await w.close();
-});
-
-test('nothing is sent ahead while a checkpoint is queued or in flight, or the gate is shut', async () => {
-  const { w, made, a, b } = await begunAhead();
-  const pa = a.commitTransaction(recs('out', 'a1'), group(off('in', 0, 2)));
-  assert.equal(sendAhead(b, 'b1'), false, 'queued: what b made now belongs to the next transaction');
-  await turn();
-  assert.equal(sendAhead(b, 'b1'), false, 'in flight');
-  made[0]!.commits[1]!.settle();
-  await pa;
-  b.begin(100);
-  await turn();
-  w.shut();
-  assert.equal(sendAhead(b, 'b1'), false, 'shut');
-  await w.close();
-});
-
-test('a task that closes with records sent ahead gives the transaction up: the others send theirs again', async () => {
-  const { w, made, a, b } = await begunAhead();
-  const c = await w.join('0_2', [], 1000);
-  assert.equal(sendAhead(a, 'a1'), true);
-  assert.equal(sendAhead(b, 'b1'), true);
-  const pb = b.commitTransaction(recs('out', 'b2'), group(off('in', 1, 2)), [recs('out', 'b1')]);
-  await a.close(); // reset: a's records in the transaction must never commit
-  assert.equal(made[0]!.closed, true, 'the producer holding them is thrown away');
-  const pc = c.commitTransaction(recs('out', 'c1'), group(off('in', 2, 1)));
-  await turn();
-  assert.equal(made.length, 2, 'a new producer');
-  const t = made[1]!.commits[0]!;
-  assert.deepEqual(t.early, []);
-  assert.deepEqual(
-    values(t.records, 'out'),
-    ['b1', 'b2', 'c1'],
-    "b's records sent ahead go again, before its checkpoint's; c sent nothing ahead",
-  );
-  t.settle();
-  await pb;
-  await pc;
-  assert.equal(sendAhead(b, 'b3'), false, 'nothing begun ahead on the new producer yet');
-  await w.close();
-});
-
-test('a transaction with records sent ahead by a task without a checkpoint in it goes again on a new producer', async () => {
-  const { w, made, a, b } = await begunAhead();
-  assert.equal(sendAhead(a, 'a1'), true);
-  assert.equal(sendAhead(b, 'b1'), true);
-  const pa = a.commitTransaction(recs('out', 'a2'), group(off('in', 0, 2)), [recs('out', 'a1')]);
-  await turn();
-  await turn();
-  assert.equal(made[0]!.commits.length, 1, 'nothing more reached the first producer');
-  assert.equal(made[0]!.closed, true);
-  assert.deepEqual(values(made[1]!.commits[0]!.records, 'out'), ['a1', 'a2']);
-  made[1]!.commits[0]!.settle();
-  await pa;
-  const pb = b.commitTransaction(recs('out', 'b2'), group(off('in', 1, 2)), [recs('out', 'b1')]);
-  await turn();
-  assert.deepEqual(
-    values(made[1]!.commits[1]!.records, 'out'),
-    ['b1', 'b2'],
-    "b's go again with its checkpoint",
-  );
-  made[1]!.commits[1]!.settle();
-  await pb;
-  await w.close();
-});
-
-test('shutting the gate (a rejoin) with records sent ahead throws the producer away: they go again', async () => {
-  const { w, made, a, b } = await begunAhead();
-  assert.equal(sendAhead(a, 'a1'), true);
-  w.shut();
-  await turn();
-  assert.equal(made[0]!.closed, true, 'not an abort that could be left undone: the producer goes');
-  w.open();
-  const pa = a.commitTransaction(recs('out', 'a2'), group(off('in', 0, 2)), [recs('out', 'a1')]);
-  const pb = b.commitTransaction(recs('out', 'b2'), group(off('in', 1, 2)));
-  await turn();
-  assert.deepEqual(values(made[1]!.commits[0]!.records, 'out'), ['a1', 'a2', 'b2']);
-  made[1]!.commits[0]!.settle();
-  await pa;
-  await pb;
   await w.close();
 });
