@@ -86,35 +86,9 @@ export async function writeCheckpoint(
   // with only this task's timer outputs would otherwise commit). Unchanged offsets go again.
   if (d.eos && d.sharedTransaction === true && offsets.length === 0)
     offsets.push(...unchangedOffsets(d, progress));
-  let written!: WrittenOffsets;
   try {
-    if (d.eos) {
-      try {
-        written = await producer!.commitTransaction(all, { groupId: d.groupId, offsets });
-      } catch (e) {
-        // Fenced: another worker's producer of this task has the newer epoch, so it owns the task
-        // now (or is fencing to take it). Nothing of this checkpoint committed; the caller closes
-        // the task without committing and rejoins, and must not re-init it on its own.
-        // Exactly-once v2: the group's coordinator refused the offsets of a member no longer in its
-        // generation (KIP-447), the same situation met from the group's side. There a fenced
-        // producer says nothing about the tasks: its transactional id is the worker's, bumped by a
-        // transaction that timed out or by another process with this worker's instance id (which the
-        // group fences in turn). The tasks reset; were they another's now, the generation tells.
-        if (isGenerationFenced(e) || (d.sharedTransaction !== true && isFencedError(e)))
-          throw new TaskMigratedError(d.taskId, e);
-        throw e;
-      }
-      if (d.sharedTransaction !== true) d.metrics.txCommits.inc({ app });
-    } else {
-      // After every output sent early (output-stream.ts): the offsets cover their records too.
-      written = d.outputs
-        ? await d.outputs.push(all, records)
-        : await (await d.plainProducer()).send(all).then((w) => {
-            countOutputs(d, records);
-            return w;
-          });
-      await commitOffsetsAtLeastOnce(d, offsets);
-    }
+    // Two statements: with no store, `store()?.commitLocal(...)` would skip its argument.
+    const written = await commitToKafka(d, producer, all, records, offsets);
     await store()?.commitLocal(written);
   } catch (e) {
     if (progress.cleared === cleared) progress.failed = cleared;
@@ -182,4 +156,43 @@ async function commitOffsetsAtLeastOnce(d: CheckpointDeps, offsets: TopicPartiti
     // The outputs are written; a lost offset commit only means the records are read again.
     d.logger.warn({ err: e }, 'offset commit failed (at-least-once: records will be re-read)');
   }
+}
+
+/** The checkpoint's records and offsets to Kafka: one transaction, or (at-least-once) in order. */
+async function commitToKafka(
+  d: CheckpointDeps,
+  producer: TaskTransactions | undefined,
+  all: TopicRecords,
+  records: TopicRecords,
+  offsets: TopicPartitionOffset[],
+): Promise<WrittenOffsets> {
+  if (d.eos) {
+    let written: WrittenOffsets;
+    try {
+      written = await producer!.commitTransaction(all, { groupId: d.groupId, offsets });
+    } catch (e) {
+      // Fenced: another worker's producer of this task has the newer epoch, so it owns the task
+      // now (or is fencing to take it). Nothing of this checkpoint committed; the caller closes
+      // the task without committing and rejoins, and must not re-init it on its own.
+      // Exactly-once v2: the group's coordinator refused the offsets of a member no longer in its
+      // generation (KIP-447), the same situation met from the group's side. There a fenced
+      // producer says nothing about the tasks: its transactional id is the worker's, bumped by a
+      // transaction that timed out or by another process with this worker's instance id (which the
+      // group fences in turn). The tasks reset; were they another's now, the generation tells.
+      if (isGenerationFenced(e) || (d.sharedTransaction !== true && isFencedError(e)))
+        throw new TaskMigratedError(d.taskId, e);
+      throw e;
+    }
+    if (d.sharedTransaction !== true) d.metrics.txCommits.inc({ app: d.appId });
+    return written;
+  }
+  // After every output sent early (output-stream.ts): the offsets cover their records too.
+  const written = d.outputs
+    ? await d.outputs.push(all, records)
+    : await (await d.plainProducer()).send(all).then((w) => {
+        countOutputs(d, records);
+        return w;
+      });
+  await commitOffsetsAtLeastOnce(d, offsets);
+  return written;
 }

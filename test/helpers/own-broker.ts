@@ -23,11 +23,6 @@ import { metricSum, type WorkerProcess } from './workers.js';
 export const RESTART_FAULT_KAFKA = process.env.TEST_KAFKA_RESTART_VERSION || '4.2.2';
 
 /**
- * A single-node broker of a test's own (the launcher, its own port and data folder), for tests
- * that kill, stop or freeze it without touching the suite's broker. `start` points
- * KAFKA_BROKERS at it before any helper makes a client. `version`: default the suite's.
- */
-/**
  * The port for a test's own broker (it also takes the next one, for its controller): `fromEnv`
  * when set, else two free ports below the kernel's ephemeral range. A fixed port inside that
  * range (39792) was once taken by an outgoing connection's local port while the broker was down,
@@ -37,6 +32,11 @@ export async function ownBrokerPort(fromEnv: string | undefined): Promise<number
   return fromEnv ? Number(fromEnv) : freeBrokerPort();
 }
 
+/**
+ * A single-node broker of a test's own (the launcher, its own port and data folder), for tests
+ * that kill, stop or freeze it without touching the suite's broker. `start` points
+ * KAFKA_BROKERS at it before any helper makes a client. `version`: default the suite's.
+ */
 export function ownBroker(port: number, prefix: string, opts: { version?: string } = {}) {
   const dataDir = mkdtempSync(join(tmpdir(), `${prefix}-`));
   // The launcher must start a broker even when the suite's KAFKA_BROKERS is set.
