@@ -23,7 +23,9 @@ import {
  * Sized for CI (2 cores): TEST_ZOMBIE_PAUSES pauses (default 10), TEST_ZOMBIE_KILLS kills
  * (default 2), TEST_ZOMBIE_RECORDS input records (default 120k), TEST_ZOMBIE_SEED (default 1234).
  * The long run: `TEST_ZOMBIE_PAUSES=40 TEST_ZOMBIE_KILLS=8 TEST_ZOMBIE_RECORDS=480000
- * node scripts/run-tests.mjs dist/test/integration/zombie.test.js`.
+ * node scripts/run-tests.mjs dist/test/integration/zombie.test.js`. TEST_ZOMBIE_MIN_FREEZE_MS
+ * keeps every freeze at least that long, e.g. 25000: past the worker's 10 s transaction timeout
+ * too, so the coordinator aborts any transaction the zombie had open before it thaws.
  */
 const PAUSES = Number(process.env.TEST_ZOMBIE_PAUSES ?? 10);
 const KILLS = Number(process.env.TEST_ZOMBIE_KILLS ?? 2);
@@ -33,6 +35,8 @@ const SESSION_MS = 6000;
 const WORKERS = 3;
 const PARTITIONS = 6;
 const SEED = Number(process.env.TEST_ZOMBIE_SEED ?? 1234);
+/** The shortest freeze (default 0: thawed once another worker took its tasks). */
+const MIN_FREEZE_MS = Number(process.env.TEST_ZOMBIE_MIN_FREEZE_MS ?? 0);
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -89,9 +93,10 @@ test('exactly-once should hold through zombies (SIGSTOP past the session, SIGCON
         const marks = workers.map((o) => o.logMark());
         w.child.kill('SIGSTOP');
         const takenOver = () => workers.some((o, i) => o !== w && o.logsSince(marks[i]!).some(addsTasks));
+        const frozen = () => Date.now() - frozenAt;
         while (
-          Date.now() - frozenAt < SESSION_MS + 10_000 &&
-          !(Date.now() - frozenAt > SESSION_MS && takenOver())
+          frozen() < MIN_FREEZE_MS ||
+          (frozen() < SESSION_MS + 10_000 && !(frozen() > SESSION_MS && takenOver()))
         )
           await sleep(20);
         await sleep(Math.floor(chaos() * 400));
