@@ -3,6 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { CompressionTypes, type Producer, type RecordMetadata, type Transaction } from 'kafkajs';
 import { mayBeUnanswered, someInChain } from './error-chain.js';
 import { producerCluster } from './kafkajs-patch.js';
+import { partitionForKey } from './partitioner.js';
 import {
   CONCURRENT_TRANSACTIONS_ATTEMPTS,
   retryConcurrentTransactions,
@@ -16,12 +17,13 @@ export type TopicRecords = ReadonlyMap<string, OutRecord[]>;
 export type WrittenOffsets = Map<string, bigint>;
 
 /**
- * Bytes of one topic per send, at most (roughly). The broker refuses a record batch larger than
- * `message.max.bytes` (1 MiB by default) and kafkajs puts all of one partition's messages of a
- * send into one batch, so a topic's records go out in chunks of up to this size, the n-th chunk of
- * every topic in the n-th send. A send's topics do not add up: a checkpoint of 300 KB of outputs
- * and 200 KB of changelog records is one Produce request, not two in a row (issue 19: they were
- * two at half load, each a round trip on the way to the commit).
+ * Bytes of one partition per send, at most (roughly). The broker refuses a record batch larger
+ * than `message.max.bytes` (1 MiB by default) and kafkajs puts all of one partition's messages of
+ * a send into one batch, so a partition's records go out in chunks of up to this size, the n-th
+ * chunk of every partition in the n-th send. Partitions and topics do not add up: a checkpoint of
+ * 900 KB spread over 8 partitions is one Produce request (issue 19: counted per topic, a
+ * checkpoint at half load was 3 requests in a row, each a round trip through a busy event loop
+ * on the way to the commit).
  */
 const MAX_SEND_BYTES = 512 * 1024;
 
@@ -33,26 +35,76 @@ function sizeOf(m: OutRecord): number {
   return n;
 }
 
-/** The records as a list of sends, each holding at most about MAX_SEND_BYTES of each topic. */
-export function toSends(records: TopicRecords): Array<Array<{ topic: string; messages: OutRecord[] }>> {
+/** A topic's partition count as the producer's metadata knows it, or undefined. */
+export type PartitionsOf = (topic: string) => number | undefined;
+
+/**
+ * The records as a list of sends, each holding at most about MAX_SEND_BYTES of each partition.
+ * A topic of more than that is split by partition when every record's partition is known: its
+ * own, or its key's hash over `partitionsOf(topic)` partitions, which is then set on the record so
+ * that kafkajs sends it where it was counted. Otherwise (a keyless record, which goes round robin,
+ * or no metadata) the whole topic counts as one partition. A partition's records keep their order
+ * across sends (the n-th chunk goes before the n+1-th).
+ */
+export function toSends(
+  records: TopicRecords,
+  partitionsOf: PartitionsOf = () => undefined,
+): Array<Array<{ topic: string; messages: OutRecord[] }>> {
   const sends: Array<Array<{ topic: string; messages: OutRecord[] }>> = [];
+  const into = (i: number, topic: string, m: OutRecord) => {
+    const send = (sends[i] ??= []);
+    const last = send[send.length - 1];
+    if (last?.topic === topic) last.messages.push(m);
+    else send.push({ topic, messages: [m] });
+  };
   for (const [topic, messages] of records) {
-    let i = 0;
-    let chunk: OutRecord[] = [];
-    let bytes = 0;
-    for (const m of messages) {
-      const sz = sizeOf(m);
-      if (bytes + sz > MAX_SEND_BYTES && chunk.length > 0) {
-        (sends[i++] ??= []).push({ topic, messages: chunk });
-        chunk = [];
+    const sizes = new Array<number>(messages.length);
+    let total = 0;
+    for (let i = 0; i < messages.length; i++) total += sizes[i] = sizeOf(messages[i]!);
+    if (total <= MAX_SEND_BYTES) {
+      if (messages.length > 0) (sends[0] ??= []).push({ topic, messages });
+      continue;
+    }
+    const n = partitionsOf(topic);
+    const byPartition =
+      n !== undefined && n > 0 && messages.every((m) => m.partition !== undefined || m.key !== null);
+    // Per partition + 1 (0: the whole topic), the send it fills now and its bytes there.
+    const sendOf: number[] = [];
+    const bytesIn: number[] = [];
+    for (let i = 0; i < messages.length; i++) {
+      const m = messages[i]!;
+      let slot = 0;
+      if (byPartition) {
+        if (m.partition === undefined) m.partition = partitionForKey(m.key!, n!);
+        slot = m.partition + 1;
+      }
+      const sz = sizes[i]!;
+      let bytes = bytesIn[slot];
+      if (bytes === undefined) {
+        sendOf[slot] = 0;
+        bytes = 0;
+      } else if (bytes + sz > MAX_SEND_BYTES) {
+        sendOf[slot]!++;
         bytes = 0;
       }
-      chunk.push(m);
-      bytes += sz;
+      bytesIn[slot] = bytes + sz;
+      into(sendOf[slot]!, topic, m);
     }
-    if (chunk.length > 0) (sends[i] ??= []).push({ topic, messages: chunk });
   }
   return sends;
+}
+
+/** Partition counts from a kafkajs producer's metadata (undefined until it has loaded the topic's). */
+function partitionsOfProducer(p: Producer): PartitionsOf {
+  return (topic) => {
+    const cluster = producerCluster(p) as { findTopicPartitionMetadata?(t: string): unknown[] } | undefined;
+    try {
+      const n = cluster?.findTopicPartitionMetadata?.(topic).length;
+      return n !== undefined && n > 0 ? n : undefined;
+    } catch {
+      return undefined; // not loaded yet: the topic counts as one partition
+    }
+  };
 }
 
 function mergeMax(into: WrittenOffsets, from: WrittenOffsets): void {
@@ -132,12 +184,14 @@ function brokerErrorIn(types: readonly string[], codes: readonly number[]): (e: 
 /** An idempotent producer for at-least-once: send, wait for acks=all. */
 export class PlainProducer {
   readonly #p: Producer;
+  readonly #partitionsOf: PartitionsOf;
   constructor(p: Producer) {
     this.#p = p;
+    this.#partitionsOf = partitionsOfProducer(p);
   }
   async send(records: TopicRecords): Promise<WrittenOffsets> {
     const written: WrittenOffsets = new Map();
-    for (const topicMessages of toSends(records)) {
+    for (const topicMessages of toSends(records, this.#partitionsOf)) {
       const meta = await this.#p.sendBatch({ topicMessages, acks: -1, compression: CompressionTypes.None });
       mergeMax(written, lastOffsets(meta, topicMessages));
     }
@@ -157,8 +211,10 @@ export class TransactionalProducer {
   readonly #p: Producer;
   /** The transaction timeout the producer was made with (`transaction.timeout.ms`). */
   readonly timeoutMs: number;
+  readonly #partitionsOf: PartitionsOf;
   constructor(p: Producer, id: string, timeoutMs = TRANSACTION_TIMEOUT_MS) {
     this.#p = p;
+    this.#partitionsOf = partitionsOfProducer(p);
     this.id = id;
     this.timeoutMs = timeoutMs;
   }
@@ -324,7 +380,7 @@ export class TransactionalProducer {
     /** Why the records' and the offsets' chains failed, once both settled. */
     let failures: unknown[] = [];
     try {
-      const sends = toSends(records);
+      const sends = toSends(records, this.#partitionsOf);
       // The offsets go at once, beside the records. kafkajs pipelines a connection's requests
       // (maxInFlightRequests, client.ts) and the broker handles them in order, one at a time: the
       // AddOffsetsToTxn follows the first AddPartitionsToTxn, and the TxnOffsetCommit the

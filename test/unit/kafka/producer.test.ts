@@ -226,9 +226,9 @@ test('a checkpoint should send its offsets beside its records; commit after both
 
 /**
  * Issue 19: the broker's limit is per partition batch (message.max.bytes), so a send takes up to
- * 512 KiB of each topic: a checkpoint's outputs and changelog records go in one Produce request
- * (at half load they were two in a row, each a round trip on the way to the commit), and only a
- * topic over the bound is split, its chunks in order over consecutive sends.
+ * 512 KiB of each partition: a checkpoint's outputs and changelog records go in one Produce
+ * request (at half load they were two in a row, each a round trip on the way to the commit), and
+ * only a partition over the bound is split, its chunks in order over consecutive sends.
  */
 test('a checkpoint should go out in one send unless one topic holds more than the bound', async () => {
   const { toSends } = await import('../../../src/kafka/producer.js');
@@ -274,4 +274,58 @@ test('a checkpoint should go out in one send unless one topic holds more than th
   for (const s of split)
     for (const t of s)
       assert.ok(t.messages.reduce((a, m) => a + 64 + m.key!.length + m.value!.length, 0) <= 512 * 1024);
+});
+
+/**
+ * Issue 19: the bound is per partition, so a topic over it, spread over partitions, still goes in
+ * one send (at half load a checkpoint was 3 Produce requests in a row). Keyed records get the
+ * partition their key hashes to, as kafkajs's partitioner would pick; a keyless record (round
+ * robin) or a topic the metadata does not know yet keeps the whole topic under the bound.
+ */
+test('a topic over the bound spread over partitions should go in one send, each partition under it', async () => {
+  const { toSends } = await import('../../../src/kafka/producer.js');
+  const { partitionForKey } = await import('../../../src/kafka/partitioner.js');
+  type Rec = import('../../../src/kafka/types.js').OutRecord;
+  const keyed = (n: number, bytes: number): Rec[] =>
+    Array.from({ length: n }, (_, i) => ({ key: Buffer.from(`user-${i}`), value: Buffer.alloc(bytes) }));
+  const bytesOf = (ms: readonly Rec[]) =>
+    ms.reduce((a, m) => a + 64 + (m.key?.length ?? 0) + (m.value?.length ?? 0), 0);
+  const perPartition = (s: ReadonlyArray<{ messages: Rec[] }>) => {
+    const by = new Map<number, Rec[]>();
+    for (const t of s) for (const m of t.messages) by.set(m.partition!, [...(by.get(m.partition!) ?? []), m]);
+    return by;
+  };
+
+  // 1.2 MB over 8 partitions: one send, every record with its key's partition, each under 512 KiB.
+  const spread: Rec[] = keyed(8000, 80);
+  const one = toSends(new Map([['out', spread]]), () => 8);
+  assert.equal(one.length, 1);
+  assert.equal(one[0]![0]!.messages.length, 8000);
+  for (const m of spread) assert.equal(m.partition, partitionForKey(m.key!, 8));
+  for (const [, ms] of perPartition(one[0]!)) assert.ok(bytesOf(ms) <= 512 * 1024);
+
+  // 2.4 MB over 2 partitions: each partition's records in order over consecutive sends, each
+  // chunk under the bound.
+  const two: Rec[] = keyed(16_000, 80);
+  const sends = toSends(new Map([['out', two]]), () => 2);
+  assert.ok(sends.length >= 3, `${sends.length} sends`);
+  for (const s of sends) for (const [, ms] of perPartition(s)) assert.ok(bytesOf(ms) <= 512 * 1024);
+  for (const p of [0, 1])
+    assert.deepEqual(
+      sends.flatMap((s) => perPartition(s).get(p) ?? []),
+      two.filter((m) => m.partition === p),
+      `partition ${p}: every record once, in order`,
+    );
+
+  // A keyless record goes round robin: the topic as a whole stays under the bound per send.
+  const keyless: Rec[] = [...keyed(8000, 80), { key: null, value: Buffer.alloc(80) }];
+  const rr = toSends(new Map([['out', keyless]]), () => 8);
+  assert.ok(rr.length >= 3);
+  for (const s of rr) assert.ok(bytesOf(s[0]!.messages) <= 512 * 1024);
+  assert.equal(keyless[0]!.partition, undefined, 'no partition is set when the topic counts as one');
+
+  // No metadata for the topic yet: the same.
+  const unknown: Rec[] = keyed(8000, 80);
+  assert.ok(toSends(new Map([['out', unknown]]), () => undefined).length >= 3);
+  assert.equal(unknown[0]!.partition, undefined);
 });
