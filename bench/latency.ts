@@ -213,6 +213,10 @@ interface Inside {
   /** fraction of the window the process was on a CPU, and in GC */
   cpu: number;
   gc: number;
+  /** exactly-once v2: the worker's transactions' phases (sluice_transaction_phase_seconds), ms */
+  phases: Record<'queued' | 'produce' | 'offsets' | 'end', { p50: number; p99: number }>;
+  /** and their Produce requests, on average (sluice_transaction_produce_requests) */
+  requestsMean: number;
 }
 
 function insideOf(d: Scrape, end: Scrape, seconds: number, tasks: number): Inside {
@@ -228,6 +232,18 @@ function insideOf(d: Scrape, end: Scrape, seconds: number, tasks: number): Insid
     loopDelayMax: total(end, 'sluice_node_nodejs_eventloop_lag_max_seconds') * 1000,
     cpu: total(d, 'sluice_node_process_cpu_seconds_total') / seconds,
     gc: total(d, 'sluice_node_nodejs_gc_duration_seconds_sum') / seconds,
+    phases: Object.fromEntries(
+      (['queued', 'produce', 'offsets', 'end'] as const).map((phase) => [
+        phase,
+        {
+          p50: histogramQuantile(d, 'sluice_transaction_phase_seconds', 0.5, { phase }) * 1000,
+          p99: histogramQuantile(d, 'sluice_transaction_phase_seconds', 0.99, { phase }) * 1000,
+        },
+      ]),
+    ) as Inside['phases'],
+    requestsMean:
+      total(d, 'sluice_transaction_produce_requests_sum') /
+      total(d, 'sluice_transaction_produce_requests_count'),
   };
 }
 
@@ -397,6 +413,25 @@ function report(o: Options, capacity: number, capacityHow: string, points: Point
       L.push(
         `| ${p.guarantee} | ${p.load} % | ${fmt(p.p50)} / ${fmt(p.p99)} | ${fmt(i.visibleP50)} / ${fmt(i.visibleP99)} | ${fmt(i.checkpointsPerS, 1)} | ${fmt(i.checkpointP50, 1)} / ${fmt(i.checkpointP99, 1)} | ${fmt(i.loopDelayP99)} / ${fmt(i.loopDelayMax)} | ${fmt(i.cpu, 2)} | ${fmt(i.gc, 3)} |`,
       );
+    }
+    const eos = inside.filter((p) => Number.isFinite(p.inside!.phases.end.p50));
+    if (eos.length > 0) {
+      L.push('');
+      L.push(
+        "The worker's exactly-once transactions by phase (`sluice_transaction_phase_seconds`, ms; produce and offsets count from the commit's start and overlap) and their Produce requests (`sluice_transaction_produce_requests`):",
+      );
+      L.push('');
+      L.push(
+        '| guarantee | load | queued p50 / p99 | produce p50 / p99 | offsets p50 / p99 | end p50 / p99 | Produce requests (mean) |',
+      );
+      L.push('|---|---:|---:|---:|---:|---:|---:|');
+      for (const p of eos) {
+        const i = p.inside!;
+        const ph = (x: { p50: number; p99: number }) => `${fmt(x.p50, 1)} / ${fmt(x.p99, 1)}`;
+        L.push(
+          `| ${p.guarantee} | ${p.load} % | ${ph(i.phases.queued)} | ${ph(i.phases.produce)} | ${ph(i.phases.offsets)} | ${ph(i.phases.end)} | ${fmt(i.requestsMean, 2)} |`,
+        );
+      }
     }
     L.push('');
   }

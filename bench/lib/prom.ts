@@ -37,14 +37,20 @@ export function total(s: Scrape, name: string): number {
 }
 
 /**
- * Quantile `q` of a histogram summed over its label sets, linear within a bucket (as
- * Prometheus' histogram_quantile); NaN when it counted nothing.
+ * Quantile `q` of a histogram summed over its label sets (those with every label of `only`),
+ * linear within a bucket (as Prometheus' histogram_quantile); NaN when it counted nothing.
  */
-export function histogramQuantile(s: Scrape, name: string, q: number): number {
+export function histogramQuantile(
+  s: Scrape,
+  name: string,
+  q: number,
+  only: Record<string, string> = {},
+): number {
   const byLe = new Map<number, number>();
   const prefix = `${name}_bucket{`;
+  const wanted = Object.entries(only).map(([l, v]) => `${l}="${v}"`);
   for (const [k, v] of s) {
-    if (!k.startsWith(prefix)) continue;
+    if (!k.startsWith(prefix) || !wanted.every((w) => k.includes(w))) continue;
     const m = /le="([^"]+)"/.exec(k);
     if (!m) continue;
     const le = m[1] === '+Inf' ? Number.POSITIVE_INFINITY : Number(m[1]);

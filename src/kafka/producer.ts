@@ -94,6 +94,20 @@ export function toSends(
   return sends;
 }
 
+/**
+ * Where a committed transaction's time went, in seconds from the commit's start: `begin` until the
+ * transaction was ready (begun ahead: usually 0), `produce` until the last Produce was answered,
+ * `offsets` until the TxnOffsetCommit was (pipelined beside the records, so it overlaps them),
+ * `end` for the EndTxn round trip; `requests` = the Produce requests it took, one after the other.
+ */
+export interface TransactionPhases {
+  begin: number;
+  produce: number;
+  offsets: number;
+  end: number;
+  requests: number;
+}
+
 /** Partition counts from a kafkajs producer's metadata (undefined until it has loaded the topic's). */
 function partitionsOfProducer(p: Producer): PartitionsOf {
   return (topic) => {
@@ -212,6 +226,8 @@ export class TransactionalProducer {
   /** The transaction timeout the producer was made with (`transaction.timeout.ms`). */
   readonly timeoutMs: number;
   readonly #partitionsOf: PartitionsOf;
+  /** Told where each committed transaction's time went (the worker's metrics). */
+  onCommitted: ((phases: TransactionPhases) => void) | undefined;
   constructor(p: Producer, id: string, timeoutMs = TRANSACTION_TIMEOUT_MS) {
     this.#p = p;
     this.#partitionsOf = partitionsOfProducer(p);
@@ -357,6 +373,7 @@ export class TransactionalProducer {
     // Only a race below rejects through it; a transaction that ends first leaves it pending.
     abandoned.catch(() => undefined);
     const step = <T>(p: Promise<T>): Promise<T> => Promise.race([p, abandoned]);
+    const t0 = performance.now();
     const ahead = this.#ahead;
     this.#ahead = undefined;
     this.#committing = true;
@@ -374,6 +391,7 @@ export class TransactionalProducer {
       this.#last = undefined; // nothing more begins on a producer the caller throws away
       throw e;
     }
+    const ready = performance.now();
     const written: WrittenOffsets = new Map();
     /** The partitions the sends wrote to, from the broker's answers (outputs carry no partition). */
     const wrote: RecordMetadata[] = [];
@@ -393,6 +411,13 @@ export class TransactionalProducer {
             ? this.#commitOffsets(ahead, tx, offsets, step)
             : this.#sendOffsets(tx, offsets, step);
       sent.catch(() => undefined);
+      let offsetsAt = ready;
+      let producedAt = ready;
+      if (offsets.offsets.length > 0)
+        sent.then(
+          () => void (offsetsAt = performance.now()),
+          () => undefined,
+        );
       const sending = (async () => {
         for (const topicMessages of sends) {
           const meta = await step(
@@ -401,14 +426,28 @@ export class TransactionalProducer {
           mergeMax(written, lastOffsets(meta, topicMessages));
           for (const m of meta) wrote.push(m);
         }
+        producedAt = performance.now();
       })();
       // Both settle before an abort (none of this transaction's requests still in flight).
       const [produced, committed] = await Promise.allSettled([sending, sent]);
       failures = [produced, committed].flatMap((r) => (r.status === 'rejected' ? [r.reason] : []));
       if (produced.status === 'rejected') throw produced.reason;
       if (committed.status === 'rejected') throw committed.reason;
+      const ending = performance.now();
       await step(tx.commit());
       this.#last = participants(wrote, offsets);
+      const phases: TransactionPhases = {
+        begin: (ready - t0) / 1000,
+        produce: (producedAt - t0) / 1000,
+        offsets: (offsetsAt - t0) / 1000,
+        end: (performance.now() - ending) / 1000,
+        requests: sends.length,
+      };
+      try {
+        this.onCommitted?.(phases);
+      } catch {
+        // Only metrics: the transaction committed whatever they do.
+      }
       return written;
     } catch (e) {
       this.#last = undefined; // nothing more begins on a producer the caller throws away

@@ -1,4 +1,5 @@
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
+import type { TransactionPhases } from '../kafka/producer.js';
 import type { GraphNode } from '../topology/nodes.js';
 
 /**
@@ -66,6 +67,14 @@ export const METRIC = {
   checkpointBytes: {
     name: 'sluice_checkpoint_bytes',
     help: 'Key and value bytes one checkpoint of a task committed.',
+  },
+  transactionPhase: {
+    name: 'sluice_transaction_phase_seconds',
+    help: "Phases of the worker's committed exactly-once v2 transactions: queued (a checkpoint waiting for the transaction in flight), begin, produce and offsets (from the commit's start until the last Produce, resp. the TxnOffsetCommit, was answered; they overlap), end (EndTxn).",
+  },
+  transactionProduceRequests: {
+    name: 'sluice_transaction_produce_requests',
+    help: 'Produce requests per committed exactly-once v2 transaction of the worker, sent one after the other.',
   },
   stateStoreBytes: {
     name: 'sluice_state_store_bytes',
@@ -165,6 +174,8 @@ const LATENCY_BUCKETS = [
   0.005, 0.01, 0.02, 0.03, 0.04, 0.05, 0.06, 0.07, 0.08, 0.09, 0.1, 0.125, 0.15, 0.175, 0.2, 0.25, 0.3, 0.4,
   0.5, 0.75, 1, 2.5, 5, 10, 30, 60,
 ];
+/** A transaction's phases: fine from 1 to 100 ms, where a checkpoint's parts fall. */
+const PHASE_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 const DURATION_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 
 export function createWorkerMetrics(registry: Registry) {
@@ -199,6 +210,8 @@ export function createWorkerMetrics(registry: Registry) {
     errors: c(METRIC.errors, ['app', 'kind']),
     checkpointRecords: h(METRIC.checkpointRecords, ['app'], CHECKPOINT_RECORD_BUCKETS),
     checkpointBytes: h(METRIC.checkpointBytes, ['app'], CHECKPOINT_BYTE_BUCKETS),
+    transactionPhase: h(METRIC.transactionPhase, ['app', 'phase'], PHASE_BUCKETS),
+    transactionProduceRequests: h(METRIC.transactionProduceRequests, ['app'], [1, 2, 3, 4, 6, 8, 16, 32]),
     stateStoreBytes: g(METRIC.stateStoreBytes, ['app', 'task']),
     inputRate: g(METRIC.inputRate, ['app', 'topic', 'partition']),
     arrivalRate: g(METRIC.arrivalRate, ['app', 'topic', 'partition']),
@@ -214,6 +227,17 @@ export function createWorkerMetrics(registry: Registry) {
   };
 }
 export type WorkerMetrics = ReturnType<typeof createWorkerMetrics>;
+
+/** Observes a committed transaction's phases (a transactional producer's `onCommitted`). */
+export function transactionObserver(m: WorkerMetrics, app: string): (p: TransactionPhases) => void {
+  return (p) => {
+    m.transactionPhase.observe({ app, phase: 'begin' }, p.begin);
+    m.transactionPhase.observe({ app, phase: 'produce' }, p.produce);
+    m.transactionPhase.observe({ app, phase: 'offsets' }, p.offsets);
+    m.transactionPhase.observe({ app, phase: 'end' }, p.end);
+    m.transactionProduceRequests.observe({ app }, p.requests);
+  };
+}
 
 /** A registry with Node's default metrics (event loop lag, heap, GC, CPU). */
 export function createRegistry(): Registry {

@@ -1,18 +1,8 @@
-import { randomUUID } from 'node:crypto';
-import type { SluiceConfig } from '../config/schema.js';
 import type { KafkaAdmin } from '../kafka/admin.js';
-import type { KafkaClient } from '../kafka/client.js';
-import type { GroupConsumer } from '../kafka/consumer.js';
-import {
-  type TopicRecords,
-  type TransactionalProducer,
-  WORKER_TRANSACTION_TIMEOUT_MS,
-  type WrittenOffsets,
-} from '../kafka/producer.js';
+import type { TopicRecords, TransactionalProducer, WrittenOffsets } from '../kafka/producer.js';
 import { txnGroupMetadata } from '../kafka/txn-group-metadata.js';
 import type { GroupMetadata, OutRecord, TopicPartitionOffset } from '../kafka/types.js';
 import type { Logger } from '../ops/logger.js';
-import type { WorkerMetrics } from '../ops/metrics.js';
 
 /** What a task commits its checkpoints through under exactly-once (TransactionalProducer's shape). */
 export interface TaskTransactions {
@@ -37,8 +27,9 @@ export interface WorkerTransactionsDeps {
   groupMetadata: () => GroupMetadata | undefined;
   admin: () => Promise<KafkaAdmin>;
   logger: Logger;
-  /** Counts each transaction's outcome (`sluice_transaction_commits_total`, `..._aborts_total`). */
-  counted?: (committed: boolean) => void;
+  /** Counts each transaction's outcome (`sluice_transaction_commits_total`, `..._aborts_total`)
+   *  and, of a committed one, how long its first checkpoint waited for it to begin (seconds). */
+  counted?: (committed: boolean, queued?: number) => void;
 }
 
 interface Contribution {
@@ -47,6 +38,8 @@ interface Contribution {
   offsets: readonly TopicPartitionOffset[];
   resolve: (w: WrittenOffsets) => void;
   reject: (e: unknown) => void;
+  /** When it was queued (performance.now()). */
+  at: number;
 }
 
 /**
@@ -184,7 +177,7 @@ export class WorkerTransactions {
   ): Promise<WrittenOffsets> {
     if (this.#closed) return Promise.reject(new Error(`worker transactions ${this.transactionalId} closed`));
     return new Promise<WrittenOffsets>((resolve, reject) => {
-      this.#queue.push({ member, records, offsets, resolve, reject });
+      this.#queue.push({ member, records, offsets, resolve, reject, at: performance.now() });
       this.#schedule();
     });
   }
@@ -256,6 +249,7 @@ export class WorkerTransactions {
     if (this.#flight !== undefined || !this.#open || this.#queue.length === 0 || this.#closed) return;
     const batch = this.#queue;
     this.#queue = [];
+    const queued = (performance.now() - Math.min(...batch.map((c) => c.at))) / 1000;
     const members = new Set(batch.map((c) => c.member));
     this.#flight = { members, producer };
     let done!: () => void;
@@ -280,7 +274,7 @@ export class WorkerTransactions {
       }
       txnGroupMetadata.set(this.#d.transactionalId, meta);
       const written = await producer.commitTransaction(records, { groupId: this.#d.groupId, offsets });
-      this.#d.counted?.(true);
+      this.#d.counted?.(true, queued);
       for (const c of batch) c.resolve(written);
     } catch (e) {
       this.#d.counted?.(false);
@@ -366,33 +360,4 @@ class Member implements TaskTransactions {
     this.#closed = true;
     await this.#w.release(this);
   }
-}
-
-/**
- * The worker's transactions under exactly-once v2 (`processing.transactions: worker`), else
- * undefined. The transactional id is `<appId>-<group.instance.id>`, so a restarted worker's
- * producer aborts what its previous run left open; a dynamic member gets a fresh one per run.
- */
-export function workerTransactions(
-  w: {
-    appId: string;
-    config: Readonly<SluiceConfig>;
-    client: KafkaClient;
-    logger: Logger;
-    metrics: WorkerMetrics;
-  },
-  groupInstanceId: string | undefined,
-  consumer: () => GroupConsumer | undefined,
-): WorkerTransactions | undefined {
-  const { processing } = w.config;
-  if (processing.guarantee !== 'exactly_once' || processing.transactions !== 'worker') return undefined;
-  return new WorkerTransactions({
-    transactionalId: `${w.appId}-${groupInstanceId ?? randomUUID()}`,
-    groupId: w.appId,
-    make: (id) => w.client.transactionalProducer(id, WORKER_TRANSACTION_TIMEOUT_MS),
-    groupMetadata: () => consumer()?.groupMetadata(),
-    admin: () => w.client.admin(),
-    logger: w.logger,
-    counted: (ok) => (ok ? w.metrics.txCommits : w.metrics.txAborts).inc({ app: w.appId }),
-  });
 }

@@ -21,13 +21,13 @@ import type { Topology } from '../topology/build.js';
 import { ChangelogWatch } from './changelog-watch.js';
 import { InputRateMeter } from './input-rate.js';
 import { type InputSyncs, workerSyncs } from './input-sync.js';
+import { workerTransactions } from './make-worker-transactions.js';
 import { RepartitionPurge } from './repartition-purge.js';
 import { retrying } from './retrying.js';
 import type { Task } from './task.js';
 import { type OpenState, TaskManager, type WorkerParts } from './task-manager.js';
 import type { PartitionPlan } from './topics.js';
 import { prepareAndRecord } from './topology-record.js';
-import { workerTransactions } from './worker-transactions.js';
 
 /**
  * A worker: one member of the app's consumer group, running one task per assigned partition of

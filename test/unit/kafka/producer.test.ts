@@ -8,11 +8,15 @@ import { isFencedError, TransactionalProducer } from '../../../src/kafka/produce
  */
 
 /** One checkpoint of one output record and one input offset, through a stand-in transaction. */
-function commitOne(tx: object): ReturnType<TransactionalProducer['commitTransaction']> {
+function commitOne(
+  tx: object,
+  onCommitted?: TransactionalProducer['onCommitted'],
+): ReturnType<TransactionalProducer['commitTransaction']> {
   const p = new TransactionalProducer(
     { transaction: async () => tx, disconnect: async () => undefined } as any,
     'app-1_0',
   );
+  p.onCommitted = onCommitted;
   const records = new Map([['out', [{ key: null, value: Buffer.from('x'), partition: 0 }]]]);
   return p.commitTransaction(records, {
     groupId: 'app',
@@ -328,4 +332,36 @@ test('a topic over the bound spread over partitions should go in one send, each 
   const unknown: Rec[] = keyed(8000, 80);
   assert.ok(toSends(new Map([['out', unknown]]), () => undefined).length >= 3);
   assert.equal(unknown[0]!.partition, undefined);
+});
+
+/** Issue 19: `sluice_transaction_phase_seconds` is fed from here, once per committed transaction. */
+test('a committed transaction should tell where its time went; a failed one nothing', async () => {
+  const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+  const told: Array<import('../../../src/kafka/producer.js').TransactionPhases> = [];
+  const tx = (fail: boolean) => ({
+    sendBatch: async () => {
+      await sleep(30);
+      if (fail) throw new Error('NOT_ENOUGH_REPLICAS');
+      return [{ topicName: 'out', partition: 0, errorCode: 0, baseOffset: '7' }];
+    },
+    sendOffsets: async () => sleep(10),
+    commit: async () => sleep(20),
+    abort: async () => undefined,
+  });
+  await commitOne(tx(false), (p) => told.push(p));
+  assert.equal(told.length, 1);
+  const [p] = told;
+  assert.equal(p!.requests, 1);
+  assert.ok(p!.produce >= 0.025 && p!.produce < 1, `produce ${p!.produce}`);
+  assert.ok(p!.offsets >= 0.005 && p!.offsets < p!.produce, `offsets ${p!.offsets}, beside the records`);
+  assert.ok(p!.end >= 0.015 && p!.end < 1, `end ${p!.end}`);
+  assert.ok(p!.begin >= 0 && p!.begin < p!.produce);
+  await assert.rejects(
+    commitOne(tx(true), (q) => told.push(q)),
+    /NOT_ENOUGH_REPLICAS/,
+  );
+  assert.equal(told.length, 1, 'a failed transaction tells nothing');
+  await commitOne(tx(false), () => {
+    throw new Error('a broken observer');
+  });
 });

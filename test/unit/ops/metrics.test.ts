@@ -21,6 +21,7 @@ const ALLOWED_LABELS = new Set([
   'state',
   'kind',
   'action',
+  'phase', // a transaction's: queued, begin, produce, offsets, end
 ]);
 
 test('createWorkerMetrics should register every METRIC with bounded labels only', async () => {
