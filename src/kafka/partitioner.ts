@@ -44,6 +44,15 @@ export function partitionForKey(key: Buffer, partitions: number): number {
   return (murmur2(key) & 0x7fffffff) % partitions;
 }
 
+/**
+ * The partition the producer's partitioner ({@link createKeyPartitioner}) picks for a message's
+ * non-null key, whatever its type (a serde written in plain JS may return a string): one function,
+ * so that a record counted in a partition before it is sent (producer.ts `toSends`) goes there.
+ */
+export function partitionOfKey(key: Buffer | string | Uint8Array, partitions: number): number {
+  return partitionForKey(Buffer.isBuffer(key) ? key : Buffer.from(String(key)), partitions);
+}
+
 interface PartitionArgs {
   topic: string;
   partitionMetadata: ReadonlyArray<{ partitionId: number; leader: number }>;
@@ -64,8 +73,7 @@ export function createKeyPartitioner(): () => (a: PartitionArgs) => number {
       if (message.partition !== null && message.partition !== undefined) return message.partition;
       const n = partitionMetadata.length;
       const key = message.key;
-      if (key !== null && key !== undefined)
-        return (murmur2(Buffer.isBuffer(key) ? key : Buffer.from(String(key))) & 0x7fffffff) % n;
+      if (key !== null && key !== undefined) return partitionOfKey(key, n);
       const c = (counters.get(topic) ?? randomBytes(4).readUInt32BE(0)) + 1;
       counters.set(topic, c);
       const available = partitionMetadata.filter((p) => p.leader >= 0);

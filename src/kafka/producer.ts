@@ -3,7 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { CompressionTypes, type Producer, type RecordMetadata, type Transaction } from 'kafkajs';
 import { mayBeUnanswered, someInChain } from './error-chain.js';
 import { producerCluster } from './kafkajs-patch.js';
-import { partitionForKey } from './partitioner.js';
+import { partitionOfKey } from './partitioner.js';
 import {
   CONCURRENT_TRANSACTIONS_ATTEMPTS,
   retryConcurrentTransactions,
@@ -26,6 +26,8 @@ export type WrittenOffsets = Map<string, bigint>;
  * on the way to the commit).
  */
 const MAX_SEND_BYTES = 512 * 1024;
+/** Bytes of one send, all partitions and topics together, at most (roughly). */
+const MAX_REQUEST_BYTES = 16 * 1024 * 1024;
 
 function sizeOf(m: OutRecord): number {
   let n = 64 + (m.key?.length ?? 0) + (m.value?.length ?? 0);
@@ -44,15 +46,24 @@ export type PartitionsOf = (topic: string) => number | undefined;
  * own, or its key's hash over `partitionsOf(topic)` partitions, which is then set on the record so
  * that kafkajs sends it where it was counted. Otherwise (a keyless record, which goes round robin,
  * or no metadata) the whole topic counts as one partition. A partition's records keep their order
- * across sends (the n-th chunk goes before the n+1-th).
+ * across sends (the n-th chunk goes before the n+1-th). A send holds at most about
+ * MAX_REQUEST_BYTES of all topics together.
  */
 export function toSends(
   records: TopicRecords,
   partitionsOf: PartitionsOf = () => undefined,
 ): Array<Array<{ topic: string; messages: OutRecord[] }>> {
   const sends: Array<Array<{ topic: string; messages: OutRecord[] }>> = [];
-  const into = (i: number, topic: string, m: OutRecord) => {
+  /** Bytes per send, all topics: a request stays far under the broker's socket.request.max.bytes. */
+  const sendBytes: number[] = [];
+  /** The first send from `i` on with room for `sz` more bytes (an empty one always has). */
+  const roomFrom = (i: number, sz: number) => {
+    while ((sendBytes[i] ?? 0) > 0 && sendBytes[i]! + sz > MAX_REQUEST_BYTES) i++;
+    return i;
+  };
+  const into = (i: number, topic: string, m: OutRecord, sz: number) => {
     const send = (sends[i] ??= []);
+    sendBytes[i] = (sendBytes[i] ?? 0) + sz;
     const last = send[send.length - 1];
     if (last?.topic === topic) last.messages.push(m);
     else send.push({ topic, messages: [m] });
@@ -61,34 +72,42 @@ export function toSends(
     const sizes = new Array<number>(messages.length);
     let total = 0;
     for (let i = 0; i < messages.length; i++) total += sizes[i] = sizeOf(messages[i]!);
+    if (messages.length === 0) continue;
     if (total <= MAX_SEND_BYTES) {
-      if (messages.length > 0) (sends[0] ??= []).push({ topic, messages });
+      const i = roomFrom(0, total);
+      (sends[i] ??= []).push({ topic, messages });
+      sendBytes[i] = (sendBytes[i] ?? 0) + total;
       continue;
     }
     const n = partitionsOf(topic);
     const byPartition =
-      n !== undefined && n > 0 && messages.every((m) => m.partition !== undefined || m.key !== null);
-    // Per partition + 1 (0: the whole topic), the send it fills now and its bytes there.
+      n !== undefined && n > 0 && messages.every((m) => m.partition !== undefined || m.key != null);
+    // Per partition + 1 (0: the whole topic), the send it fills now and its bytes there. A
+    // partition's send only moves forward, so its records keep their order.
     const sendOf: number[] = [];
     const bytesIn: number[] = [];
     for (let i = 0; i < messages.length; i++) {
       const m = messages[i]!;
       let slot = 0;
       if (byPartition) {
-        if (m.partition === undefined) m.partition = partitionForKey(m.key!, n!);
+        m.partition ??= partitionOfKey(m.key!, n!);
         slot = m.partition + 1;
       }
       const sz = sizes[i]!;
-      let bytes = bytesIn[slot];
-      if (bytes === undefined) {
-        sendOf[slot] = 0;
-        bytes = 0;
-      } else if (bytes + sz > MAX_SEND_BYTES) {
-        sendOf[slot]!++;
+      let send = sendOf[slot] ?? 0;
+      let bytes = bytesIn[slot] ?? 0;
+      if (bytes > 0 && bytes + sz > MAX_SEND_BYTES) {
+        send++;
         bytes = 0;
       }
+      const room = roomFrom(send, sz);
+      if (room !== send) {
+        send = room;
+        bytes = 0;
+      }
+      sendOf[slot] = send;
       bytesIn[slot] = bytes + sz;
-      into(sendOf[slot]!, topic, m);
+      into(send, topic, m, sz);
     }
   }
   return sends;
@@ -103,7 +122,8 @@ export function toSends(
 export interface TransactionPhases {
   begin: number;
   produce: number;
-  offsets: number;
+  /** Undefined when the transaction held no offsets. */
+  offsets: number | undefined;
   end: number;
   requests: number;
 }
@@ -439,7 +459,7 @@ export class TransactionalProducer {
       const phases: TransactionPhases = {
         begin: (ready - t0) / 1000,
         produce: (producedAt - t0) / 1000,
-        offsets: (offsetsAt - t0) / 1000,
+        offsets: offsets.offsets.length > 0 ? (offsetsAt - t0) / 1000 : undefined,
         end: (performance.now() - ending) / 1000,
         requests: sends.length,
       };

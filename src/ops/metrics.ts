@@ -70,7 +70,7 @@ export const METRIC = {
   },
   transactionPhase: {
     name: 'sluice_transaction_phase_seconds',
-    help: "Phases of the worker's committed exactly-once v2 transactions: queued (a checkpoint waiting for the transaction in flight), begin, produce and offsets (from the commit's start until the last Produce, resp. the TxnOffsetCommit, was answered; they overlap), end (EndTxn).",
+    help: "Phases of the worker's committed exactly-once v2 transactions: queued (a checkpoint waiting for the transaction in flight, or for the producer made again after a failed one), begin, produce and offsets (from the commit's start until the last Produce, resp. the TxnOffsetCommit, was answered; they overlap), end (EndTxn).",
   },
   transactionProduceRequests: {
     name: 'sluice_transaction_produce_requests',
@@ -233,7 +233,7 @@ export function transactionObserver(m: WorkerMetrics, app: string): (p: Transact
   return (p) => {
     m.transactionPhase.observe({ app, phase: 'begin' }, p.begin);
     m.transactionPhase.observe({ app, phase: 'produce' }, p.produce);
-    m.transactionPhase.observe({ app, phase: 'offsets' }, p.offsets);
+    if (p.offsets !== undefined) m.transactionPhase.observe({ app, phase: 'offsets' }, p.offsets);
     m.transactionPhase.observe({ app, phase: 'end' }, p.end);
     m.transactionProduceRequests.observe({ app }, p.requests);
   };

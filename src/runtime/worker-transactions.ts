@@ -249,7 +249,9 @@ export class WorkerTransactions {
     if (this.#flight !== undefined || !this.#open || this.#queue.length === 0 || this.#closed) return;
     const batch = this.#queue;
     this.#queue = [];
-    const queued = (performance.now() - Math.min(...batch.map((c) => c.at))) / 1000;
+    let first = Number.POSITIVE_INFINITY;
+    for (const c of batch) first = Math.min(first, c.at);
+    const queued = (performance.now() - first) / 1000;
     const members = new Set(batch.map((c) => c.member));
     this.#flight = { members, producer };
     let done!: () => void;

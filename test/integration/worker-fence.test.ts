@@ -129,8 +129,15 @@ test('a worker producer fenced under a live member resets its tasks, under a fro
 
     // Frozen past its session, fenced meanwhile (its transaction's timeout would do the same), thawed.
     const w = workers[0]!;
+    const other = workers[1]!;
+    const frozenAt = other.logMark();
     w.child.kill('SIGSTOP');
-    await sleep(SESSION_MS + 4000);
+    await sleep(SESSION_MS);
+    // Thawed only once the other took its tasks: thawed earlier, it would join that same
+    // rebalance and lose nothing (no generation missed).
+    await group.step("the other worker took the frozen one's tasks", () =>
+      eventually(() => other.logsSince(frozenAt).some(addsTasks), { timeoutMs: 60_000, what: 'a takeover' }),
+    );
     await fence(0);
     const thawed = w.logMark();
     w.child.kill('SIGCONT');

@@ -332,6 +332,35 @@ test('a topic over the bound spread over partitions should go in one send, each 
   const unknown: Rec[] = keyed(8000, 80);
   assert.ok(toSends(new Map([['out', unknown]]), () => undefined).length >= 3);
   assert.equal(unknown[0]!.partition, undefined);
+
+  // A key a plain-JS serde left as a string goes where the producer's partitioner sends it.
+  const text = [...keyed(8000, 80), { key: 'user-7' as unknown as Buffer, value: Buffer.alloc(80) }];
+  toSends(new Map([['out', text]]), () => 8);
+  const { createKeyPartitioner } = await import('../../../src/kafka/partitioner.js');
+  const meta = Array.from({ length: 8 }, (_, partitionId) => ({ partitionId, leader: 1 }));
+  const picked = createKeyPartitioner()()({
+    topic: 'out',
+    partitionMetadata: meta,
+    message: { key: 'user-7' },
+  });
+  assert.equal(text[8000]!.partition, picked);
+  assert.equal(text[8000]!.partition, text[7]!.partition, 'the same key as a Buffer, the same partition');
+
+  // A request holds at most about 16 MiB of all partitions: 64 partitions of 400 KB each (25 MB)
+  // take two sends, every partition's records in order.
+  const wide: Rec[] = Array.from({ length: 64 * 400 }, (_, i) => ({
+    key: null,
+    value: Buffer.alloc(936),
+    partition: i % 64,
+  }));
+  const capped = toSends(new Map([['changelog', wide]]), () => 64);
+  assert.equal(capped.length, 2);
+  for (const s of capped) assert.ok(bytesOf(s.flatMap((t) => t.messages)) <= 16 * 1024 * 1024);
+  for (let p = 0; p < 64; p++)
+    assert.deepEqual(
+      capped.flatMap((s) => perPartition(s).get(p) ?? []),
+      wide.filter((m) => m.partition === p),
+    );
 });
 
 /** Issue 19: `sluice_transaction_phase_seconds` is fed from here, once per committed transaction. */
@@ -353,7 +382,7 @@ test('a committed transaction should tell where its time went; a failed one noth
   const [p] = told;
   assert.equal(p!.requests, 1);
   assert.ok(p!.produce >= 0.025 && p!.produce < 1, `produce ${p!.produce}`);
-  assert.ok(p!.offsets >= 0.005 && p!.offsets < p!.produce, `offsets ${p!.offsets}, beside the records`);
+  assert.ok(p!.offsets! >= 0.005 && p!.offsets! < p!.produce, `offsets ${p!.offsets}, beside the records`);
   assert.ok(p!.end >= 0.015 && p!.end < 1, `end ${p!.end}`);
   assert.ok(p!.begin >= 0 && p!.begin < p!.produce);
   await assert.rejects(
