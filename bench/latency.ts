@@ -398,40 +398,76 @@ function report(o: Options, capacity: number, capacityHow: string, points: Point
   L.push('');
   const inside = points.filter((p) => p.inside !== undefined);
   if (inside.length > 0) {
-    L.push("## Where Sluice's time goes (the worker's /metrics over the same window)");
-    L.push('');
-    L.push(
-      '"Visible" = the moment the commit (exactly-once) or the send (at-least-once) was acknowledged − the input\'s timestamp: the reader\'s latency less its own fetch. Checkpoints: per second and task, and their duration from start to acknowledgement. Loop delay: how late the event loop ran a timer. CPU and GC: fractions of one core.',
-    );
-    L.push('');
-    L.push(
-      '| guarantee | load | reader p50 / p99 | visible p50 / p99 | checkpoints/s | checkpoint p50 / p99 | loop delay p99 / max | CPU | GC |',
-    );
-    L.push('|---|---:|---:|---:|---:|---:|---:|---:|---:|');
-    for (const p of inside) {
-      const i = p.inside!;
+    /** A paragraph, then a table: its header row and one row per point. */
+    const table = (intro: string, head: string[], rows: string[][]) => {
       L.push(
-        `| ${p.guarantee} | ${p.load} % | ${fmt(p.p50)} / ${fmt(p.p99)} | ${fmt(i.visibleP50)} / ${fmt(i.visibleP99)} | ${fmt(i.checkpointsPerS, 1)} | ${fmt(i.checkpointP50, 1)} / ${fmt(i.checkpointP99, 1)} | ${fmt(i.loopDelayP99)} / ${fmt(i.loopDelayMax)} | ${fmt(i.cpu, 2)} | ${fmt(i.gc, 3)} |`,
+        intro,
+        '',
+        `| ${head.join(' | ')} |`,
+        `|---|${head
+          .slice(1)
+          .map(() => '---:')
+          .join('|')}|`,
       );
-    }
+      for (const r of rows) L.push(`| ${r.join(' | ')} |`);
+    };
+    L.push("## Where Sluice's time goes (the worker's /metrics over the same window)", '');
+    table(
+      '"Visible" = the moment the commit (exactly-once) or the send (at-least-once) was acknowledged − the input\'s timestamp: the reader\'s latency less its own fetch. Checkpoints: per second and task, and their duration from start to acknowledgement. Loop delay: how late the event loop ran a timer. CPU and GC: fractions of one core.',
+      [
+        'guarantee',
+        'load',
+        'reader p50 / p99',
+        'visible p50 / p99',
+        'checkpoints/s',
+        'checkpoint p50 / p99',
+        'loop delay p99 / max',
+        'CPU',
+        'GC',
+      ],
+      inside.map((p) => {
+        const i = p.inside!;
+        return [
+          p.guarantee,
+          `${p.load} %`,
+          `${fmt(p.p50)} / ${fmt(p.p99)}`,
+          `${fmt(i.visibleP50)} / ${fmt(i.visibleP99)}`,
+          fmt(i.checkpointsPerS, 1),
+          `${fmt(i.checkpointP50, 1)} / ${fmt(i.checkpointP99, 1)}`,
+          `${fmt(i.loopDelayP99)} / ${fmt(i.loopDelayMax)}`,
+          fmt(i.cpu, 2),
+          fmt(i.gc, 3),
+        ];
+      }),
+    );
     const eos = inside.filter((p) => Number.isFinite(p.inside!.phases.end.p50));
+    const ph = (x: { p50: number; p99: number }) => `${fmt(x.p50, 1)} / ${fmt(x.p99, 1)}`;
     if (eos.length > 0) {
       L.push('');
-      L.push(
+      table(
         "The worker's exactly-once transactions by phase (`sluice_transaction_phase_seconds`, ms; produce and offsets count from the commit's start and overlap) and their Produce requests (`sluice_transaction_produce_requests`):",
+        [
+          'guarantee',
+          'load',
+          'queued p50 / p99',
+          'produce p50 / p99',
+          'offsets p50 / p99',
+          'end p50 / p99',
+          'Produce requests (mean)',
+        ],
+        eos.map((p) => {
+          const { phases, requestsMean } = p.inside!;
+          return [
+            p.guarantee,
+            `${p.load} %`,
+            ph(phases.queued),
+            ph(phases.produce),
+            ph(phases.offsets),
+            ph(phases.end),
+            fmt(requestsMean, 2),
+          ];
+        }),
       );
-      L.push('');
-      L.push(
-        '| guarantee | load | queued p50 / p99 | produce p50 / p99 | offsets p50 / p99 | end p50 / p99 | Produce requests (mean) |',
-      );
-      L.push('|---|---:|---:|---:|---:|---:|---:|');
-      for (const p of eos) {
-        const i = p.inside!;
-        const ph = (x: { p50: number; p99: number }) => `${fmt(x.p50, 1)} / ${fmt(x.p99, 1)}`;
-        L.push(
-          `| ${p.guarantee} | ${p.load} % | ${ph(i.phases.queued)} | ${ph(i.phases.produce)} | ${ph(i.phases.offsets)} | ${ph(i.phases.end)} | ${fmt(i.requestsMean, 2)} |`,
-        );
-      }
     }
     L.push('');
   }
