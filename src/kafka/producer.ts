@@ -413,7 +413,7 @@ export class TransactionalProducer {
     }
     const ready = performance.now();
     const written: WrittenOffsets = new Map();
-    /** The partitions the sends wrote to, from the broker's answers (outputs carry no partition). */
+    /** The partitions the sends wrote to, from the broker's answers (most outputs carry no partition). */
     const wrote: RecordMetadata[] = [];
     /** Why the records' and the offsets' chains failed, once both settled. */
     let failures: unknown[] = [];
