@@ -451,6 +451,10 @@ export class TransactionalProducer {
       // Both settle before an abort (none of this transaction's requests still in flight).
       const [produced, committed] = await Promise.allSettled([sending, sent]);
       failures = [produced, committed].flatMap((r) => (r.status === 'rejected' ? [r.reason] : []));
+      // The group's refusal first: it says the member lost its tasks (they close as migrated),
+      // which a send failing in the same transaction (a fenced epoch, a leader gone) does not.
+      const refused = failures.find(isGenerationFenced);
+      if (refused !== undefined) throw refused;
       if (produced.status === 'rejected') throw produced.reason;
       if (committed.status === 'rejected') throw committed.reason;
       const ending = performance.now();

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { isFencedError, TransactionalProducer } from '../../../src/kafka/producer.js';
+import { isFencedError, isGenerationFenced, TransactionalProducer } from '../../../src/kafka/producer.js';
 
 /**
  * kafkajs retries some transactional errors for a long time (AddPartitionsToTxn for a deleted
@@ -226,6 +226,29 @@ test('a checkpoint should send its offsets beside its records; commit after both
   failed.offsets();
   await assert.rejects(failed.done, /NOT_ENOUGH_REPLICAS/);
   assert.deepEqual(failed.calls.slice(2), ['produced', 'offsets done', 'abort']);
+});
+
+test('a transaction whose send fails and whose offsets the group refuses should fail with the refusal', async () => {
+  // Both chains fail in one transaction (a leader gone while the member was dropped from the
+  // group): the generation's refusal is what the checkpoint must see (its tasks close as
+  // migrated), not the send's error (they would reset and run on as a member no longer there).
+  const refusal = Object.assign(new Error('The generation id provided is not the current one'), {
+    type: 'ILLEGAL_GENERATION',
+    code: 22,
+  });
+  const tx = {
+    sendBatch: async () => {
+      throw Object.assign(new Error('Closed connection'), { name: 'KafkaJSConnectionClosedError' });
+    },
+    sendOffsets: async () => {
+      await new Promise((r) => setImmediate(r));
+      throw refusal;
+    },
+    commit: async () => assert.fail('no commit'),
+    abort: async () => undefined,
+  };
+  await assert.rejects(commitOne(tx), (e) => e === refusal);
+  assert.ok(isGenerationFenced(refusal));
 });
 
 /**
