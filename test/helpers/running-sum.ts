@@ -248,7 +248,8 @@ export async function assertExactOutput(
      */
     inputTopic?: string;
     timeoutMs: number;
-    diagnose?: (out: ReadRecord[]) => Promise<void> | void;
+    /** More diagnostics; a string it returns goes in the assertion's message too. */
+    diagnose?: (out: ReadRecord[]) => unknown;
   },
 ): Promise<ReadRecord[]> {
   const out = await readCommittedUntil(opts.output, opts.input.count, opts.timeoutMs);
@@ -261,7 +262,8 @@ export async function assertExactOutput(
     t.diagnostic(`${out.length} output records for ${opts.input.count} inputs`);
     t.diagnostic(why);
     if (opts.group !== undefined) await diagnoseGroup(t, opts.group, opts.workers);
-    await opts.diagnose?.(out);
+    const more = await opts.diagnose?.(out);
+    if (typeof more === 'string' && more !== '') why += `; ${more}`;
     dumpWorkerLogs(opts.workers);
   }
   try {

@@ -1,4 +1,6 @@
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { test } from 'node:test';
 import { fileCluster, type Leaders, leaderCounts } from '../helpers/cluster.js';
 import { jobTopics, testKafka, withAdmin } from '../helpers/kafka.js';
@@ -27,6 +29,37 @@ const DOWN_MS = Number(process.env.TEST_FAILOVER_DOWN_MS ?? 15_000);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 const cluster = fileCluster();
+
+/**
+ * What the brokers logged that bears on a transaction's outcome: a marker the coordinator skipped
+ * (a partition without a leader: its records stay in an open transaction, which the same producer
+ * id's next commit on that partition would make visible), an ISR shrunk, a producer fenced.
+ */
+function brokerLogFindings(dataDir: string): string {
+  const patterns: Array<[string, RegExp]> = [
+    ['marker skipped', /can be skipped/],
+    ['ISR shrunk', /Shrinking ISR|ISR updated to \d+ +and/],
+    ['txn timed out', /rollback of ongoing transaction/i],
+    ['hanging', /\bhanging\b/i],
+  ];
+  const counts = new Map<string, number>();
+  const first: string[] = [];
+  for (let node = 1; node <= 3; node++) {
+    let text = '';
+    try {
+      text = readFileSync(join(dataDir, `node-${node}`, 'logs', 'server.log'), 'utf8');
+    } catch {
+      continue;
+    }
+    for (const line of text.split('\n'))
+      for (const [name, re] of patterns)
+        if (re.test(line)) {
+          counts.set(name, (counts.get(name) ?? 0) + 1);
+          if (first.length < 4 && name !== 'txn timed out') first.push(`node ${node}: ${line.slice(0, 300)}`);
+        }
+  }
+  return `${[...counts].map(([k, n]) => `${k} ${n}`).join(', ') || 'nothing of note'}${first.length ? ` (${first.join(' | ')})` : ''}`;
+}
 
 /** Leader of every partition of `topics` (−1 when none), from the metadata. */
 async function leaders(topics: string[]): Promise<Leaders> {
@@ -117,6 +150,7 @@ test('exactly-once should hold when the broker leading the input, output, change
           const st = await w.status().catch((e: Error) => ({ error: e.message }));
           t.diagnostic(`${w.name} status: ${JSON.stringify(st).slice(0, 3000)}`);
         }
+        return `${events.join('; ')}; brokers: ${brokerLogFindings(cluster().dataDir)}`;
       },
     });
   } finally {
