@@ -142,6 +142,18 @@ export function sendMessagesFactory(groupMessagesPerPartition: Grouper) {
             .filter((p) => !answered.has(`${topic}\u0000${p}`));
           if (pending.length === 0) continue;
           const leaders = cluster.findLeaderForPartitions(topic, pending) as Record<string, number[]>;
+          // kafkajs leaves out a partition its metadata does not list (a record given a partition
+          // the topic does not have): the send would resolve without it. It fails instead, after
+          // the retrier's metadata refreshes, so nothing is reported written that was not.
+          let covered = 0;
+          for (const l of Object.values(leaders)) covered += l.length;
+          if (covered < pending.length) {
+            const listed = new Set(Object.values(leaders).flat());
+            const missing = pending.filter((p) => !listed.has(p));
+            throw new KafkaJSMetadataNotLoaded(
+              `Producing to partition ${missing.join(', ')} of topic ${topic}, which its metadata does not list`,
+            );
+          }
           for (const [nodeId, partitions] of Object.entries(leaders)) {
             let l = perLeader.get(nodeId);
             if (!l) perLeader.set(nodeId, (l = []));

@@ -210,3 +210,30 @@ test('an AddPartitionsToTxn refused with CONCURRENT_TRANSACTIONS is sent again a
   assert.deepEqual(calls, ['add', 'metadata', 'add']);
   assert.equal(retrierTries, 2);
 });
+
+test('a record for a partition the metadata does not list should fail the send, not resolve unwritten', async () => {
+  const w = world();
+  const { sendMessagesFactory } = await import('../../../src/kafka/send-messages.js');
+  const { groupMessagesPerPartition } = await import('../../../src/kafka/kafkajs-patch.js');
+  const send = sendMessagesFactory(groupMessagesPerPartition as any)(w.deps);
+  // kafkajs's own findLeaderForPartitions leaves such a partition out of its answer.
+  w.deps.cluster.findLeaderForPartitions = (_topic: string, partitions: Array<number | string>) => {
+    const out: Record<number, number[]> = {};
+    for (const p of partitions.map(Number)) if (p < 2) (out[1] ??= []).push(p);
+    return out;
+  };
+  const topicMessages = [
+    {
+      topic: 't',
+      messages: [
+        { partition: 0, value: 'a' },
+        { partition: 2, value: 'c' },
+      ],
+    },
+  ];
+  await assert.rejects(
+    send({ acks: -1, timeout: 1000, topicMessages }),
+    /partition 2 of topic t, which its metadata does not list/,
+  );
+  assert.deepEqual(w.sent, [], 'nothing of the send went out');
+});
