@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { closeSync, openSync, readFileSync } from 'node:fs';
+import { closeSync, openSync, readFileSync, writeSync } from 'node:fs';
 import { type AddressInfo, createServer } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 
@@ -11,16 +11,22 @@ export interface DetachedProcess {
   hasExited: () => boolean;
 }
 
+/** The line an appended log gets before each start (what a start failure reports is after it). */
+export const START_MARK = '==== started';
+
 /**
- * Starts `cmd` in its own process group with stdout and stderr going to `logFile` (truncated) and
- * no pipes back to us, then lets go of it: it keeps running after this Node process exits.
+ * Starts `cmd` in its own process group with stdout and stderr going to `logFile` (truncated unless
+ * `append`) and no pipes back to us, then lets go of it: it keeps running after this Node process
+ * exits.
  */
 export async function spawnDetached(
   cmd: string,
   args: readonly string[],
-  opts: { cwd: string; logFile: string; env: NodeJS.ProcessEnv },
+  /** `append`: the log keeps what an earlier run wrote (a node restarted after a crash keeps its last lines). */
+  opts: { cwd: string; logFile: string; env: NodeJS.ProcessEnv; append?: boolean },
 ): Promise<DetachedProcess> {
-  const out = openSync(opts.logFile, 'w');
+  const out = openSync(opts.logFile, opts.append === true ? 'a' : 'w');
+  if (opts.append === true) writeSync(out, `\n${START_MARK} ${new Date().toISOString()} ====\n`);
   let exitedFlag = false;
   try {
     const child = spawn(cmd, args, {

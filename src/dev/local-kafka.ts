@@ -11,6 +11,7 @@ import {
   commandLine,
   isAlive,
   portInUse,
+  START_MARK,
   signalGroup,
   spawnDetached,
   waitForExit,
@@ -752,7 +753,9 @@ async function removeState(files: RunFiles): Promise<void> {
 
 async function startFailure(what: string, files: RunFiles, cause: unknown): Promise<SluiceError> {
   const reason = cause instanceof Error ? cause.message : String(cause);
-  const log = await readFile(files.logFile, 'utf8').catch(() => '');
+  // This start's lines only: a node started again appends to its log (spawnDetached).
+  const whole = await readFile(files.logFile, 'utf8').catch(() => '');
+  const log = whole.slice(Math.max(0, whole.lastIndexOf(START_MARK)));
   const tail = lastLines(log, LOG_TAIL_LINES) || '(the log is empty)';
   // The cause is often far above the shutdown lines of the tail (a port taken, a bad property).
   const first = firstErrors(log, 3);
@@ -996,10 +999,12 @@ async function startCluster(
         `Starting Kafka ${version} node${missing.length > 1 ? 's' : ''} ${missing.map((n) => `${n.nodeId} (${n.broker})`).join(', ')} (data ${root})`,
       );
       for (const n of missing) {
+        // Appended: a node started again after a crash keeps its log up to the crash.
         const p = await spawnDetached(javaCommand(env), brokerJvmArgs(flavour, heapMb, n.files, libsDir), {
           cwd: n.files.dataDir,
           logFile: n.files.logFile,
           env,
+          append: true,
         });
         spawned.push({ node: n, pid: p.pid, exited: p.exited });
         const state: BrokerState = { version, brokers: [n.broker], pid: p.pid };
