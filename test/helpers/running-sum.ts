@@ -84,7 +84,7 @@ export function assertExactRunningSums(
     if (!l) got.set(v.k, (l = []));
     l.push(v);
   }
-  assert.equal(got.size, expected.size, 'keys in the output');
+  assert.equal(got.size, expected.size, `keys in the output${because}`);
   for (const [k, sums] of expected) {
     const g = got.get(k) ?? [];
     assert.deepEqual(
@@ -95,6 +95,7 @@ export function assertExactRunningSums(
     assert.deepEqual(
       g.map((x) => x.n),
       sums.map((_, i) => i + 1),
+      `key ${k}: every count exactly once, in order${because}`,
     );
   }
 }
@@ -192,8 +193,32 @@ export function describeRepeats(sorted: readonly ReadRecord[]): string {
 }
 
 /**
+ * One record per (partition, offset), and how many were dropped: the console consumer subscribes
+ * with a group of its own and no committed offsets, so a rebalance of that group (its coordinator
+ * moving after a broker restart) starts it again from the beginning of the partitions it gets
+ * back. What it reads twice at one offset is the same record; the job's own repeats sit at other
+ * offsets and stay.
+ */
+function onceEach<R extends { partition: number; offset: number | string }>(
+  records: readonly R[],
+): { records: R[]; rereads: number } {
+  const seen = new Set<string>();
+  const once = records.filter((r) => {
+    const at = `${r.partition}@${r.offset}`;
+    if (seen.has(at)) return false;
+    seen.add(at);
+    return true;
+  });
+  return { records: once, rereads: records.length - once.length };
+}
+
+/** Records the reader read twice at one offset, per list readCommittedUntil returned. */
+const rereadsOf = new WeakMap<ReadRecord[], number>();
+
+/**
  * Every committed record of `topic`, read by Kafka's own console consumer (read_committed, not
- * kafkajs), again every 3 s until there are at least `want` or `timeoutMs` passed.
+ * kafkajs), again every 3 s until there are at least `want` or `timeoutMs` passed. A record read
+ * twice at one offset counts once ({@link onceEach}).
  */
 export async function readCommittedUntil(
   topic: string,
@@ -203,26 +228,15 @@ export async function readCommittedUntil(
   let out: ReadRecord[] = [];
   const t0 = Date.now();
   for (;;) {
-    // One record per (partition, offset): the console consumer subscribes with a group of its own
-    // and no committed offsets, so a rebalance of that group (its coordinator moving after a
-    // broker restart) starts it again from the beginning of the partitions it gets back. What it
-    // reads twice at one offset is the same record; the job's own repeats sit at other offsets.
-    const seen = new Set<string>();
-    const java = (await readCommittedWithJava(brokers().join(','), topic, { withValues: true })).filter(
-      (r) => {
-        const at = `${r.partition}@${r.offset}`;
-        if (seen.has(at)) return false;
-        seen.add(at);
-        return true;
-      },
-    );
-    out = java.map((r) => ({
+    const read = onceEach(await readCommittedWithJava(brokers().join(','), topic, { withValues: true }));
+    out = read.records.map((r) => ({
       key: null,
       value: r.value,
       partition: r.partition,
       offset: String(r.offset),
       headers: r.headers,
     }));
+    rereadsOf.set(out, read.rereads);
     if (out.length >= want || Date.now() - t0 >= timeoutMs) return out;
     await new Promise((r) => setTimeout(r, 3000));
   }
@@ -231,8 +245,11 @@ export async function readCommittedUntil(
 /**
  * The check of every running-sum test under faults: the output, read by Kafka's console consumer
  * (read_committed) until it holds as many records as `input` made (at most `timeoutMs`), must be
- * exactly the running sums. When it is not, the shortfall, where the group stands (`group`), what
- * `diagnose` adds and each worker's last own log lines go to the test's diagnostics first.
+ * exactly the running sums. When it is not, everything that tells why goes to the test's
+ * diagnostics and into the assertion's message (a CI log cut to the failure's lines keeps that,
+ * and may drop the diagnostics below it): the shortfall, the reader's re-reads, the input topic's
+ * count, where the group stands (`group`), what `diagnose` adds; then each worker's last own log
+ * lines.
  */
 export async function assertExactOutput(
   t: TestContext,
@@ -243,8 +260,8 @@ export async function assertExactOutput(
     /** The app id (= group id): its committed offsets and the workers' tasks go to the diagnostics. */
     group?: string;
     /**
-     * The job's input topic: on a wrong count it is read too, to tell input the test's producer
-     * wrote twice (or lost) from outputs the job wrote twice.
+     * The job's input topic: read too, to tell input the test's producer wrote twice (or lost)
+     * from outputs the job wrote twice.
      */
     inputTopic?: string;
     timeoutMs: number;
@@ -253,36 +270,38 @@ export async function assertExactOutput(
   },
 ): Promise<ReadRecord[]> {
   const out = await readCommittedUntil(opts.output, opts.input.count, opts.timeoutMs);
-  let why = '';
-  if (out.length !== opts.input.count) {
-    // The shortfall and the input's count go in the assertion's message too: a CI log cut to the
-    // failure's lines keeps that, and may drop the diagnostics below it.
-    why = describeShortfall(out, opts.input.expected);
-    if (opts.inputTopic !== undefined) why += `; ${await describeInput(opts.inputTopic, opts.input.count)}`;
-    t.diagnostic(`${out.length} output records for ${opts.input.count} inputs`);
-    t.diagnostic(why);
+  try {
+    assertExactRunningSums(out, opts.input.expected);
+    return out;
+  } catch {
+    // Not exact: find out why first, then fail with it.
+  }
+  const parts = [
+    `${out.length} output records for ${opts.input.count} inputs`,
+    describeShortfall(out, opts.input.expected),
+    `${rereadsOf.get(out) ?? 0} records the reader read twice at one offset (counted once)`,
+  ];
+  try {
+    if (opts.inputTopic !== undefined) parts.push(await describeInput(opts.inputTopic, opts.input.count));
     if (opts.group !== undefined) await diagnoseGroup(t, opts.group, opts.workers);
     const more = await opts.diagnose?.(out);
-    if (typeof more === 'string' && more !== '') why += `; ${more}`;
-    dumpWorkerLogs(opts.workers);
-  }
-  try {
-    assertExactRunningSums(out, opts.input.expected, why);
+    if (typeof more === 'string' && more !== '') parts.push(more);
   } catch (e) {
-    if (why !== '') throw e;
-    // As many records as inputs, but not the sums: lost and repeated ones in equal numbers.
-    why = describeShortfall(out, opts.input.expected);
-    t.diagnostic(why);
-    dumpWorkerLogs(opts.workers);
-    assertExactRunningSums(out, opts.input.expected, why);
+    parts.push(`diagnostics failed: ${String(e)}`);
   }
+  const why = parts.join('; ');
+  t.diagnostic(why);
+  dumpWorkerLogs(opts.workers);
+  assertExactRunningSums(out, opts.input.expected, why);
   return out;
 }
 
 /** What the input topic holds against what the test sent: its count, and inputs held twice. */
 async function describeInput(topic: string, sent: number): Promise<string> {
   try {
-    const held = await readCommittedWithJava(brokers().join(','), topic, { withValues: true });
+    const { records: held, rereads } = onceEach(
+      await readCommittedWithJava(brokers().join(','), topic, { withValues: true }),
+    );
     const seqs = new Set<number>();
     let twice = 0;
     for (const r of held) {
@@ -290,7 +309,7 @@ async function describeInput(topic: string, sent: number): Promise<string> {
       if (seqs.has(seq)) twice++;
       seqs.add(seq);
     }
-    return `input topic ${topic}: ${held.length} records for ${sent} sent, ${seqs.size} distinct, ${twice} held twice`;
+    return `input topic ${topic}: ${held.length} records for ${sent} sent, ${seqs.size} distinct, ${twice} held twice (${rereads} read twice at one offset, counted once)`;
   } catch (e) {
     return `input topic ${topic} unreadable: ${String(e)}`;
   }
