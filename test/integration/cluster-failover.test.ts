@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
+import { runFiles } from '../../src/dev/kafka-config.js';
 import { fileCluster, type Leaders, leaderCounts } from '../helpers/cluster.js';
 import { jobTopics, testKafka, withAdmin } from '../helpers/kafka.js';
 import { assertExactOutput, RunningSumInput } from '../helpers/running-sum.js';
@@ -49,7 +50,7 @@ function brokerLogFindings(dataDir: string): string {
   for (let node = 1; node <= 3; node++) {
     let text = '';
     try {
-      text = readFileSync(join(dataDir, `node-${node}`, 'logs', 'server.log'), 'utf8');
+      text = readFileSync(runFiles(join(dataDir, `node-${node}`)).logFile, 'utf8');
     } catch {
       continue;
     }
