@@ -4,6 +4,7 @@ import type { Consumer, EachBatchPayload, Kafka } from 'kafkajs';
 import { SluiceError } from '../errors.js';
 import type { Logger } from '../ops/logger.js';
 import { BackgroundHeartbeat } from './background-heartbeat.js';
+import { FetchPositions } from './fetch-positions.js';
 import { type GroupMembership, isFencedInstance } from './kafkajs-static.js';
 import { OffsetCommits } from './offset-commits.js';
 import { createTaskAssigner, type MemberInfo, type TaskLayout } from './task-assigner.js';
@@ -99,6 +100,8 @@ export class GroupConsumer {
   #group: GroupMembership | undefined;
   /** Heartbeats while the fetch loop waits on a broker (background-heartbeat.ts). */
   readonly #beat: BackgroundHeartbeat;
+  /** Where each partition's next fetch starts, to drop a batch fetched before a seek (fetch-positions.ts). */
+  readonly #positions = new FetchPositions();
 
   constructor(kafka: Kafka, settings: KafkaSettings, opts: GroupConsumerOptions, logger: Logger) {
     this.#opts = opts;
@@ -139,6 +142,7 @@ export class GroupConsumer {
       for (const [topic, parts] of Object.entries(e.payload.memberAssignment as Record<string, number[]>)) {
         for (const partition of parts) assigned.push({ topic, partition });
       }
+      this.#positions.retain(assigned);
       // This join is the rejoin a migration asked for (maybe during the join itself).
       this.#rejoin = false;
       this.#beat.joined();
@@ -153,7 +157,10 @@ export class GroupConsumer {
         lastOffset: string;
         highWatermark: string;
       };
-      if (b.batchSize === 0) h.onSkipped?.(b.topic, b.partition, b.lastOffset, b.highWatermark);
+      if (b.batchSize !== 0) return;
+      // kafkajs resolved it itself: markers or aborted records only.
+      this.#positions.skipped(b.topic, b.partition, b.lastOffset);
+      h.onSkipped?.(b.topic, b.partition, b.lastOffset, b.highWatermark);
     });
     c.on(c.events.CRASH, (e) => {
       this.#beat.pause(); // until the restarted consumer joins
@@ -177,15 +184,23 @@ export class GroupConsumer {
           this.#rejoin = false;
           throw rejoinError();
         }
+        const { topic, partition } = p.batch;
+        const messages = p.batch.messages;
+        const lastOffset = messages[messages.length - 1]?.offset;
+        const fetchedTo = p.batch.lastOffset();
         await this.#beat.handling(() =>
           h.onBatch({
-            topic: p.batch.topic,
-            partition: p.batch.partition,
-            records: p.batch.messages as InRecord[],
+            topic,
+            partition,
+            records: messages as InRecord[],
             highWatermark: p.batch.highWatermark,
-            fetchedTo: p.batch.lastOffset(),
-            isStale: p.isStale,
-            resolveOffset: p.resolveOffset,
+            fetchedTo,
+            isStale: this.#staleness(p),
+            resolveOffset: (offset) => {
+              // kafkajs resolves the batch's last record as the end of the fetch, markers included.
+              this.#positions.resolved(topic, partition, offset === lastOffset ? fetchedTo : offset);
+              p.resolveOffset(offset);
+            },
             heartbeat: p.heartbeat,
           }),
         );
@@ -226,7 +241,42 @@ export class GroupConsumer {
   }
 
   seek(topic: string, partition: number, offset: string): void {
+    this.#positions.sought(topic, partition, offset);
     this.#consumer.seek({ topic, partition, offset });
+  }
+
+  /**
+   * A batch's `isStale`: kafkajs's (a seek is pending), or fetched from beyond the partition's
+   * position (fetch-positions.ts), in which case it is dropped and the partition sought back
+   * there. Asked when the handler is about to process (after a restoring task is ready), so it
+   * sees the seeks made meanwhile; a verdict other than "take" is given once per batch.
+   */
+  #staleness(p: EachBatchPayload): () => boolean {
+    const { topic, partition } = p.batch;
+    // kafkajs's Batch keeps the offset its fetch asked for; its typings leave it out.
+    const fetchedOffset = String((p.batch as unknown as { fetchedOffset: string }).fetchedOffset);
+    let settled: boolean | undefined;
+    return () => {
+      if (settled !== undefined) return settled || p.isStale();
+      if (p.isStale()) return true;
+      const v = this.#positions.check(topic, partition, fetchedOffset);
+      if (v.kind === 'take') return false;
+      if (v.kind === 'gap') {
+        this.#logger.warn(
+          { topic, partition, from: v.from, to: v.to },
+          'the records from the position to the fetched offset are no longer in the log (retention deleted them): going on from there',
+        );
+        settled = false;
+        return false;
+      }
+      this.#logger.warn(
+        { topic, partition, fetchedOffset, position: v.to },
+        'a batch fetched from beyond the partition position (a fetch made before a seek, or a position no longer in the log) is dropped, and the partition sought back to it',
+      );
+      this.#consumer.seek({ topic, partition, offset: v.to });
+      settled = true;
+      return true;
+    };
   }
 
   pause(topic: string, partitions: number[]): void {

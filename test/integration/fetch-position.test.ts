@@ -1,0 +1,46 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { deleteTopicsMatching, jobTopics, produce, readAll, withAdmin } from '../helpers/kafka.js';
+import { spawnWorker } from '../helpers/workers.js';
+
+const inputs = (from: number, to: number) =>
+  Array.from({ length: to - from }, (_, i) => ({
+    key: `k${from + i}`,
+    value: JSON.stringify({ k: `k${from + i}`, seq: from + i }),
+  }));
+
+/**
+ * A task's position that retention deleted: the group's committed offset is below the log's
+ * start. kafkajs answers from the log's start, beyond the position the task sought. The consumer
+ * drops a batch fetched from beyond the position (as it would the answer to a fetch made before a
+ * seek: fetch-positions.ts), seeks back once, and when the log's start comes again takes it and
+ * logs the gap. The worker must go on from there, every record once, instead of seeking back for
+ * ever.
+ */
+test('a worker whose committed offset retention deleted should go on from the log start, every record once', {
+  timeout: 90_000,
+}, async (t) => {
+  const { id, input, output, env } = await jobTopics('t-fetch-position', 1);
+  await produce(input, inputs(0, 10));
+  await withAdmin(async (a) => {
+    await a.setOffsets({ groupId: id, topic: input, partitions: [{ partition: 0, offset: '3' }] });
+    await a.deleteTopicRecords({ topic: input, partitions: [{ partition: 0, offset: '6' }] });
+  });
+  const w = spawnWorker('stateless', {
+    env,
+    args: ['--log-level', 'warn', '--processing.guarantee', 'exactly_once'],
+  });
+  t.after(async () => {
+    await w.kill();
+    await deleteTopicsMatching(id);
+  });
+  const seqs = async (n: number) =>
+    (await readAll(output, { expected: n, timeoutMs: 60_000 })).map((r) => JSON.parse(r.value!).seq);
+  assert.deepEqual(await seqs(4), [6, 7, 8, 9]);
+  // And it keeps going: a record written now comes out once.
+  await produce(input, inputs(10, 11));
+  assert.deepEqual(await seqs(5), [6, 7, 8, 9, 10]);
+  const said = (text: string) => w.logs.filter((l) => l.includes(text)).length;
+  assert.equal(said('is dropped, and the partition sought back'), 1, 'sought back once');
+  assert.equal(said('retention deleted them'), 1, 'the gap taken once');
+});
