@@ -4,7 +4,8 @@ import type { Consumer, EachBatchPayload, Kafka } from 'kafkajs';
 import { SluiceError } from '../errors.js';
 import type { Logger } from '../ops/logger.js';
 import { BackgroundHeartbeat } from './background-heartbeat.js';
-import { FetchPositions } from './fetch-positions.js';
+import { FetchPositions, type FetchVerdict, MAX_DROPS } from './fetch-positions.js';
+import { FETCH_GUARD, type FetchGuard } from './kafkajs-fetch-guard.js';
 import { type GroupMembership, isFencedInstance } from './kafkajs-static.js';
 import { OffsetCommits } from './offset-commits.js';
 import { createTaskAssigner, type MemberInfo, type TaskLayout } from './task-assigner.js';
@@ -128,6 +129,7 @@ export class GroupConsumer {
       ...(opts.rejoinFailed === undefined ? {} : { joinFailed: opts.rejoinFailed }),
       onGroup: (g) => {
         this.#group = g;
+        (g as { [FETCH_GUARD]?: FetchGuard })[FETCH_GUARD] = this.#guard;
       },
       ...(opts.groupInstanceId === undefined
         ? {}
@@ -142,7 +144,8 @@ export class GroupConsumer {
       for (const [topic, parts] of Object.entries(e.payload.memberAssignment as Record<string, number[]>)) {
         for (const partition of parts) assigned.push({ topic, partition });
       }
-      this.#positions.retain(assigned);
+      // A new generation: the positions come again from the tasks' seeks and the batches taken.
+      this.#positions.clear();
       // This join is the rejoin a migration asked for (maybe during the join itself).
       this.#rejoin = false;
       this.#beat.joined();
@@ -163,6 +166,7 @@ export class GroupConsumer {
       h.onSkipped?.(b.topic, b.partition, b.lastOffset, b.highWatermark);
     });
     c.on(c.events.CRASH, (e) => {
+      this.#positions.clear();
       this.#beat.pause(); // until the restarted consumer joins
       const err = e.payload.error as Error;
       // Another process joined with our instance id: rejoining would only fence it in turn.
@@ -198,7 +202,9 @@ export class GroupConsumer {
             isStale: this.#staleness(p),
             resolveOffset: (offset) => {
               // kafkajs resolves the batch's last record as the end of the fetch, markers included.
-              this.#positions.resolved(topic, partition, offset === lastOffset ? fetchedTo : offset);
+              // Not while a seek is pending: the next fetch starts where the seek says.
+              if (!this.#seekPending(topic, partition))
+                this.#positions.resolved(topic, partition, offset === lastOffset ? fetchedTo : offset);
               p.resolveOffset(offset);
             },
             heartbeat: p.heartbeat,
@@ -241,15 +247,14 @@ export class GroupConsumer {
   }
 
   seek(topic: string, partition: number, offset: string): void {
-    this.#positions.sought(topic, partition, offset);
     this.#consumer.seek({ topic, partition, offset });
+    this.#positions.sought(topic, partition, offset);
   }
 
   /**
    * A batch's `isStale`: kafkajs's (a seek is pending), or fetched from beyond the partition's
-   * position (fetch-positions.ts), in which case it is dropped and the partition sought back
-   * there. Asked when the handler is about to process (after a restoring task is ready), so it
-   * sees the seeks made meanwhile; a verdict other than "take" is given once per batch.
+   * position ({@link #takes}). Asked when the handler is about to process (after a restoring task
+   * is ready), so it sees the seeks made meanwhile; a drop or a gap is decided once per batch.
    */
   #staleness(p: EachBatchPayload): () => boolean {
     const { topic, partition } = p.batch;
@@ -260,23 +265,50 @@ export class GroupConsumer {
       if (settled !== undefined) return settled || p.isStale();
       if (p.isStale()) return true;
       const v = this.#positions.check(topic, partition, fetchedOffset);
-      if (v.kind === 'take') return false;
-      if (v.kind === 'gap') {
-        this.#logger.warn(
-          { topic, partition, from: v.from, to: v.to },
-          'the records from the position to the fetched offset are no longer in the log (retention deleted them): going on from there',
-        );
-        settled = false;
-        return false;
-      }
-      this.#logger.warn(
-        { topic, partition, fetchedOffset, position: v.to },
-        'a batch fetched from beyond the partition position (a fetch made before a seek, or a position no longer in the log) is dropped, and the partition sought back to it',
-      );
-      this.#consumer.seek({ topic, partition, offset: v.to });
-      settled = true;
-      return true;
+      if (v.kind !== 'take') settled = !this.#takes(topic, partition, fetchedOffset, v);
+      return settled === true;
     };
+  }
+
+  /** kafkajs-fetch-guard.ts's hooks: a batch kafkajs would resolve itself, a reset position. */
+  readonly #guard: FetchGuard = {
+    reset: (topic, partition, offset) => this.#positions.sought(topic, partition, offset),
+    takeSkipped: (topic, partition, fetchedOffset) => {
+      // The seek sets the position; kafkajs resolving this batch first would change nothing.
+      if (this.#seekPending(topic, partition)) return false;
+      return this.#takes(
+        topic,
+        partition,
+        fetchedOffset,
+        this.#positions.check(topic, partition, fetchedOffset),
+      );
+    },
+  };
+
+  /**
+   * Acts on a verdict of fetch-positions.ts: a batch fetched from beyond the position is dropped
+   * and the partition sought back there; one beyond it after several seeks back is taken.
+   */
+  #takes(topic: string, partition: number, fetchedOffset: string, v: FetchVerdict): boolean {
+    if (v.kind === 'take') return true;
+    if (v.kind === 'gap') {
+      this.#logger.warn(
+        { topic, partition, from: v.from, to: v.to },
+        `batches kept coming from beyond the partition's position after ${MAX_DROPS} seeks back: going on from the fetched offset, the records between unread`,
+      );
+      return true;
+    }
+    this.#logger.warn(
+      { topic, partition, fetchedOffset, position: v.to },
+      "a batch fetched from beyond the partition's position (a fetch made before a seek) is dropped, and the partition sought back to it",
+    );
+    this.#consumer.seek({ topic, partition, offset: v.to });
+    return false;
+  }
+
+  /** A seek of the partition waits for its next fetch (kafkajs's own stale check). */
+  #seekPending(topic: string, partition: number): boolean {
+    return this.#group?.hasSeekOffset?.({ topic, partition }) === true;
   }
 
   pause(topic: string, partitions: number[]): void {

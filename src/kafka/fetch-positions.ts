@@ -2,47 +2,51 @@
  * Where the consumer's next fetch of each partition starts, as Sluice moved it: a seek (a task
  * starting or reset goes back to its committed offsets), an offset a batch handler resolved (the
  * last record it took), a batch kafkajs resolved by itself (transaction markers or aborted records
- * only). A batch fetched from beyond that position is an answer to a fetch made before a seek:
+ * only), an out-of-range position kafkajs moved to the log's start (kafkajs-fetch-guard.ts tells
+ * the last two). A batch fetched from beyond that position is an answer to a fetch made before a
+ * seek:
  *
  * kafkajs drops a batch as stale only while a seek is still pending for its partition. With several
  * brokers, a fetch to a partition's old leader can be answered (or wait in the runner's queue, or
  * wait for a restoring task) while the new leader's fetcher takes the seek. That batch then passes
  * as current, though it starts where the task stood before it was reset, past the records the
- * reset went back for: processed, it would move the task over them, and they would never produce
- * their outputs. So such a batch is dropped unresolved and the partition sought back to the
- * position (Kafka's Java consumer drops a fetch whose position no longer matches the same way).
+ * reset went back for: processed (or, holding only markers, resolved by kafkajs), it would move the
+ * task over them, and they would never produce their outputs. So such a batch is dropped
+ * unresolved and the partition sought back to the position (Kafka's Java consumer discards a
+ * fetch whose offset does not match the position the same way).
  *
- * One case has a batch beyond the position without a seek behind it: the position is no longer in
- * the log (retention deleted it, and kafkajs went on from the log's start). Sought back once,
- * kafkajs answers from beyond it again; that second batch is taken, and the gap logged.
+ * A safety valve: should kafkajs move a position some way not tracked here, seeking back would
+ * repeat for ever. After {@link MAX_DROPS} batches in a row dropped at the same position, the next
+ * one beyond it is taken, and the gap logged.
  */
 export type FetchVerdict =
   /** Contiguous with the position (or the position is unknown): process it. */
   | { kind: 'take' }
   /** Fetched from beyond the position: drop it, seek back to `to`. */
   | { kind: 'seek'; to: string }
-  /** Beyond the position again right after a seek back to it: the records between are gone. */
+  /** Beyond the position again after {@link MAX_DROPS} seeks back to it: taken, the gap logged. */
   | { kind: 'gap'; from: string; to: string };
+
+/** Batches dropped in a row at one position before the next one beyond it is taken. */
+export const MAX_DROPS = 3;
 
 const keyOf = (topic: string, partition: number) => `${topic}\u0000${partition}`;
 
 export class FetchPositions {
   readonly #at = new Map<string, bigint>();
-  /** Partitions sought back to their position once, at that position. */
-  readonly #soughtBack = new Map<string, bigint>();
+  /** Batches dropped in a row per partition, at which position. */
+  readonly #drops = new Map<string, { at: bigint; n: number }>();
 
-  /** A seek: the next fetch starts at `offset`. */
+  /** A seek (or kafkajs's reset of an out-of-range position): the next fetch starts at `offset`. */
   sought(topic: string, partition: number, offset: string): void {
     const k = keyOf(topic, partition);
     this.#at.set(k, BigInt(offset));
-    this.#soughtBack.delete(k);
+    this.#drops.delete(k);
   }
 
   /** A batch handler resolved `offset`: the next fetch starts after it. */
   resolved(topic: string, partition: number, offset: string): void {
-    const k = keyOf(topic, partition);
-    this.#at.set(k, BigInt(offset) + 1n);
-    this.#soughtBack.delete(k);
+    this.sought(topic, partition, (BigInt(offset) + 1n).toString());
   }
 
   /** kafkajs resolved a batch with no record to hand over (markers, aborted records) at `lastOffset`. */
@@ -50,25 +54,27 @@ export class FetchPositions {
     this.resolved(topic, partition, lastOffset);
   }
 
-  /** What to do with a batch of records fetched from `fetchedOffset`. */
+  /** What to do with a batch fetched from `fetchedOffset`. */
   check(topic: string, partition: number, fetchedOffset: string): FetchVerdict {
     const k = keyOf(topic, partition);
     const at = this.#at.get(k);
-    if (at === undefined) return { kind: 'take' };
-    const from = BigInt(fetchedOffset);
-    if (from <= at) return { kind: 'take' };
-    if (this.#soughtBack.get(k) === at) {
-      this.#soughtBack.delete(k);
+    if (at === undefined || BigInt(fetchedOffset) <= at) {
+      this.#drops.delete(k);
+      return { kind: 'take' };
+    }
+    const d = this.#drops.get(k);
+    const n = d?.at === at ? d.n + 1 : 1;
+    if (n > MAX_DROPS) {
+      this.#drops.delete(k);
       return { kind: 'gap', from: at.toString(), to: fetchedOffset };
     }
-    this.#soughtBack.set(k, at);
+    this.#drops.set(k, { at, n });
     return { kind: 'seek', to: at.toString() };
   }
 
-  /** A new assignment: the positions of partitions no longer assigned are forgotten. */
-  retain(assigned: ReadonlyArray<{ topic: string; partition: number }>): void {
-    const keep = new Set(assigned.map((a) => keyOf(a.topic, a.partition)));
-    for (const k of [...this.#at.keys()]) if (!keep.has(k)) this.#at.delete(k);
-    for (const k of [...this.#soughtBack.keys()]) if (!keep.has(k)) this.#soughtBack.delete(k);
+  /** A new generation or a restarted consumer: positions are known again from the next seek or resolve. */
+  clear(): void {
+    this.#at.clear();
+    this.#drops.clear();
   }
 }

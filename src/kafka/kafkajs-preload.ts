@@ -6,7 +6,8 @@
  * (kafkajs-static.ts, last: it loads kafkajs's consumer and index), and TxnOffsetCommit v3 and
  * OffsetFetch v7 for exactly-once v2 (kafkajs-txn-v3.ts, on Broker's prototype: in any order), and
  * an offset-out-of-range reset that commits nothing (kafkajs-offset-reset.ts, on a prototype too),
- * and request queues that poll only while a request waits (kafkajs-request-queue.ts, likewise).
+ * request queues that poll only while a request waits (kafkajs-request-queue.ts, likewise), and the
+ * fetch guard's hooks (kafkajs-fetch-guard.ts, likewise).
  * Every file of src/kafka that imports kafkajs imports this first, so that whichever is evaluated
  * first, kafkajs loads patched. {@link assertKafkajsPatched} (called by every KafkaClient) fails
  * the worker at start when any of them did not install, or kafkajs is not the version they were
@@ -16,6 +17,7 @@ import { createRequire } from 'node:module';
 import { SluiceError } from '../errors.js';
 import { abortedFilterInstalled } from './aborted-filter.js';
 import { batchFilterPatched, fetchDecoderPatched } from './fetch-decoder.js';
+import { fetchGuardPatched } from './kafkajs-fetch-guard.js';
 import { offsetResetPatched } from './kafkajs-offset-reset.js';
 import { kafkajsGroupingPatched, kafkajsProducerPatched, kafkajsSendPatched } from './kafkajs-patch.js';
 import { requestQueuePatched } from './kafkajs-request-queue.js';
@@ -58,6 +60,8 @@ export function kafkajsPatchStatus(): KafkajsPatchStatus {
       'TxnOffsetCommit v3 and OffsetFetch v7, exactly-once v2 (kafkajs-txn-v3.ts)': txnV3Installed,
       'an offset-out-of-range reset that commits nothing (kafkajs-offset-reset.ts)': offsetResetPatched,
       'request queues that poll only while a request waits (kafkajs-request-queue.ts)': requestQueuePatched,
+      'fetch positions seen through batches kafkajs resolves and out-of-range resets (kafkajs-fetch-guard.ts)':
+        fetchGuardPatched,
     },
     problems: [
       ...(staticMembershipProblem === undefined ? [] : [`static membership: ${staticMembershipProblem}`]),

@@ -70,6 +70,8 @@ export interface GroupMembership {
   readonly closed: boolean;
   /** kafkajs's heartbeat: sent when none went for `interval` ms (background-heartbeat.ts). */
   heartbeat(o: { interval: number }): Promise<void>;
+  /** A seek of the partition is pending (kafkajs's stale check). */
+  hasSeekOffset?(tp: { topic: string; partition: number }): boolean;
 }
 
 const require = createRequire(import.meta.url);

@@ -1,8 +1,14 @@
 import assert from 'node:assert/strict';
+import { createRequire } from 'node:module';
 import { test } from 'node:test';
 import type { EachBatchPayload, Kafka } from 'kafkajs';
 import { type BatchContext, GroupConsumer } from '../../../src/kafka/consumer.js';
-import { FetchPositions } from '../../../src/kafka/fetch-positions.js';
+import { FetchPositions, MAX_DROPS } from '../../../src/kafka/fetch-positions.js';
+import { FETCH_GUARD, type FetchGuard, fetchGuardPatched } from '../../../src/kafka/kafkajs-fetch-guard.js';
+
+const require = createRequire(import.meta.url);
+const Runner = require('kafkajs/src/consumer/runner.js');
+const ConsumerGroup = require('kafkajs/src/consumer/consumerGroup.js');
 
 test('a batch fetched from beyond the position is sought back; contiguous ones are taken', () => {
   const p = new FetchPositions();
@@ -29,28 +35,82 @@ test('a batch fetched from beyond the position is sought back; contiguous ones a
   assert.deepEqual(p.check('in', 0, '121'), { kind: 'take' });
 });
 
-test('beyond the position again right after a seek back there is a gap in the log, taken once', () => {
+test('batches beyond the position after several seeks back there are taken, and the gap logged', () => {
   const p = new FetchPositions();
   p.sought('in', 0, '200');
-  assert.deepEqual(p.check('in', 0, '300'), { kind: 'seek', to: '200' });
-  // kafkajs went on from the log's start (OffsetOutOfRange): 200 is gone.
+  for (let i = 0; i < MAX_DROPS; i++) assert.deepEqual(p.check('in', 0, '300'), { kind: 'seek', to: '200' });
   assert.deepEqual(p.check('in', 0, '300'), { kind: 'gap', from: '200', to: '300' });
   p.resolved('in', 0, '310');
   assert.deepEqual(p.check('in', 0, '312'), { kind: 'seek', to: '311' });
-  // A seek in between starts over: the next batch beyond is sought back again.
+  // A batch taken at the position in between starts the count over.
   p.sought('in', 0, '200');
+  for (let i = 0; i < MAX_DROPS - 1; i++) p.check('in', 0, '300');
+  assert.deepEqual(p.check('in', 0, '200'), { kind: 'take' });
   assert.deepEqual(p.check('in', 0, '300'), { kind: 'seek', to: '200' });
+  // So does a seek.
   p.sought('in', 0, '250');
   assert.deepEqual(p.check('in', 0, '300'), { kind: 'seek', to: '250' });
 });
 
-test('a new assignment forgets the partitions no longer assigned', () => {
+test('a new generation forgets every position', () => {
   const p = new FetchPositions();
   p.sought('in', 0, '10');
-  p.sought('in', 1, '10');
-  p.retain([{ topic: 'in', partition: 1 }]);
+  p.clear();
   assert.deepEqual(p.check('in', 0, '50'), { kind: 'take' });
-  assert.deepEqual(p.check('in', 1, '50'), { kind: 'seek', to: '10' });
+});
+
+test('kafkajs resolves a batch of markers only if the guard takes it, and tells the guard an out-of-range reset', async () => {
+  assert.equal(fetchGuardPatched, true);
+  const asked: string[] = [];
+  let take = false;
+  const resets: unknown[] = [];
+  const guard: FetchGuard = {
+    takeSkipped: (topic, partition, fetchedOffset) => {
+      asked.push(`${topic}:${partition}@${fetchedOffset}`);
+      return take;
+    },
+    reset: (...a) => resets.push(a),
+  };
+  const resolved: string[] = [];
+  const runner = {
+    running: true,
+    consumerGroup: {
+      [FETCH_GUARD]: guard,
+      resolveOffset: (o: { offset: string }) => resolved.push(o.offset),
+    },
+    instrumentationEmitter: { emit() {} },
+    logger: { debug() {} },
+    heartbeat: async () => {},
+    autoCommitOffsetsIfNecessary: async () => {},
+  };
+  const markersOnly = {
+    topic: 'in',
+    partition: 2,
+    fetchedOffset: '150',
+    highWatermark: '152',
+    messages: [],
+    isEmptyDueToFiltering: () => true,
+    isEmpty: () => true,
+    offsetLag: () => '0',
+    offsetLagLow: () => '0',
+    firstOffset: () => '150',
+    lastOffset: () => '151',
+  };
+  await Runner.prototype.handleBatch.call(runner, markersOnly);
+  assert.deepEqual(asked, ['in:2@150']);
+  assert.deepEqual(resolved, [], 'refused: not resolved');
+  take = true;
+  await Runner.prototype.handleBatch.call(runner, markersOnly);
+  assert.deepEqual(resolved, ['151'], 'taken: kafkajs resolves it');
+
+  const group = {
+    [FETCH_GUARD]: guard,
+    preferredReadReplicasPerTopicPartition: {},
+    logger: { error() {}, info() {} },
+    offsetManager: { setDefaultOffset: async () => {}, nextOffset: () => ({ toString: () => '6' }) },
+  };
+  await ConsumerGroup.prototype.recoverFromOffsetOutOfRange.call(group, { topic: 'in', partition: 0 });
+  assert.deepEqual(resets, [['in', 0, '6']]);
 });
 
 /** kafkajs's consumer as far as GroupConsumer uses it: the handlers it registers, the seeks it makes. */
@@ -69,8 +129,17 @@ function fakeKafka() {
     seek: (s: { topic: string; partition: number; offset: string }) => seeks.push(s),
     disconnect: async () => {},
   };
-  const kafka = { consumer: () => consumer } as unknown as Kafka;
   const pending = new Set<string>();
+  // kafkajs's consumer group as kafkajs-static.ts hands it over (its stale check, the guard set on it).
+  const group: Record<string | symbol, unknown> = {
+    hasSeekOffset: (tp: { topic: string; partition: number }) => pending.has(`${tp.topic}:${tp.partition}`),
+  };
+  const kafka = {
+    consumer: (config: { onGroup(g: unknown): void }) => {
+      config.onGroup(group);
+      return consumer;
+    },
+  } as unknown as Kafka;
   /** Hands a batch fetched from `fetchedOffset` to the consumer's handler. */
   /** `fetchedTo`: the fetch's last offset when markers follow the last record. */
   const deliver = async (partition: number, fetchedOffset: string, offsets: string[], fetchedTo?: string) => {
@@ -91,7 +160,8 @@ function fakeKafka() {
     } as unknown as EachBatchPayload);
     return resolved;
   };
-  return { kafka, listeners, seeks, deliver, pending };
+  const guard = () => group[FETCH_GUARD] as FetchGuard;
+  return { kafka, listeners, seeks, deliver, pending, guard };
 }
 
 test('the consumer drops a batch fetched before a seek and seeks back, and takes the fetch from the position', async () => {
@@ -113,10 +183,14 @@ test('the consumer drops a batch fetched before a seek and seeks back, and takes
     logger as never,
   );
   const processed: string[][] = [];
+  /** Resolves without asking isStale (an input-sync resolve of records taken before a seek). */
+  let blind = false;
   await c.start({
     onAssignment() {},
     onBatch: async (b: BatchContext) => {
-      if (b.isStale()) return;
+      if (!blind && b.isStale()) return;
+      // Asked again (between slices): the same answer.
+      if (!blind && b.isStale()) throw new Error('stale on the second ask only');
       processed.push(b.records.map((r) => r.offset));
       b.resolveOffset(b.records[b.records.length - 1]!.offset);
     },
@@ -148,6 +222,37 @@ test('the consumer drops a batch fetched before a seek and seeks back, and takes
     assert.deepEqual(await f.deliver(0, '108', ['108']), ['108']);
     assert.deepEqual(processed, [['100', '101'], ['102'], ['105'], ['106'], ['108']]);
     assert.equal(f.seeks.length, 2);
+    // A batch of markers only, fetched before a seek: kafkajs would resolve it itself; refused.
+    c.seek('in', 0, '100');
+    assert.equal(f.guard().takeSkipped('in', 0, '109'), false);
+    assert.deepEqual(f.seeks.slice(2), [
+      { topic: 'in', partition: 0, offset: '100' },
+      { topic: 'in', partition: 0, offset: '100' },
+    ]);
+    // While a seek is pending it is refused without a seek of its own.
+    f.pending.add('in:0');
+    assert.equal(f.guard().takeSkipped('in', 0, '100'), false);
+    f.pending.delete('in:0');
+    assert.equal(f.guard().takeSkipped('in', 0, '100'), true);
+    f.listeners.get('end')!({
+      payload: { topic: 'in', partition: 0, batchSize: 0, lastOffset: '100', highWatermark: '104' },
+    });
+    // An out-of-range position kafkajs moved to the log's start: the fetch from there is taken.
+    f.guard().reset('in', 0, '300');
+    assert.deepEqual(await f.deliver(0, '300', ['300']), ['300']);
+    assert.equal(f.seeks.length, 4);
+    // A resolve while a seek is pending does not move the position past the seek.
+    c.seek('in', 0, '250');
+    f.pending.add('in:0');
+    blind = true;
+    assert.deepEqual(await f.deliver(0, '290', ['290']), ['290']);
+    blind = false;
+    f.pending.delete('in:0');
+    assert.deepEqual(await f.deliver(0, '301', ['301']), [], 'beyond 250: dropped');
+    assert.deepEqual(f.seeks.at(-1), { topic: 'in', partition: 0, offset: '250' });
+    // A new generation forgets the positions: the next batch is taken wherever it starts.
+    f.listeners.get('crash')!({ payload: { error: new Error('x'), restart: true } });
+    assert.deepEqual(await f.deliver(0, '400', ['400']), ['400']);
   } finally {
     await c.stop();
   }
