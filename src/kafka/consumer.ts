@@ -161,8 +161,9 @@ export class GroupConsumer {
         highWatermark: string;
       };
       if (b.batchSize !== 0) return;
-      // kafkajs resolved it itself: markers or aborted records only.
-      this.#positions.skipped(b.topic, b.partition, b.lastOffset);
+      // kafkajs resolved it itself: markers or aborted records only (a seek made since overrides it).
+      if (!this.#seekPending(b.topic, b.partition))
+        this.#positions.skipped(b.topic, b.partition, b.lastOffset);
       h.onSkipped?.(b.topic, b.partition, b.lastOffset, b.highWatermark);
     });
     c.on(c.events.CRASH, (e) => {
@@ -272,7 +273,10 @@ export class GroupConsumer {
 
   /** kafkajs-fetch-guard.ts's hooks: a batch kafkajs would resolve itself, a reset position. */
   readonly #guard: FetchGuard = {
-    reset: (topic, partition, offset) => this.#positions.sought(topic, partition, offset),
+    reset: (topic, partition, offset) => {
+      // A seek made during the reset's requests overrides it at the next fetch.
+      if (!this.#seekPending(topic, partition)) this.#positions.sought(topic, partition, offset);
+    },
     takeSkipped: (topic, partition, fetchedOffset) => {
       // The seek sets the position; kafkajs resolving this batch first would change nothing.
       if (this.#seekPending(topic, partition)) return false;

@@ -61,7 +61,8 @@ const offsetResetTold = wrap(
   'recoverFromOffsetOutOfRange',
   (original) =>
     async function (this: any, e: { topic: string; partition: number }) {
-      // kafkajs only retries the leader when the fetch went to a follower: no position moves then.
+      // kafkajs's own test, kept as it is: it retries the leader instead of resetting when the
+      // fetch went to a follower. (2.2.4 stores objects there, so it always resets.)
       const viaFollower =
         typeof this.preferredReadReplicasPerTopicPartition?.[e.topic]?.[e.partition] === 'number';
       await original.call(this, e);

@@ -9,6 +9,7 @@ import { FETCH_GUARD, type FetchGuard, fetchGuardPatched } from '../../../src/ka
 const require = createRequire(import.meta.url);
 const Runner = require('kafkajs/src/consumer/runner.js');
 const ConsumerGroup = require('kafkajs/src/consumer/consumerGroup.js');
+const OffsetManager = require('kafkajs/src/consumer/offsetManager/index.js');
 
 test('a batch fetched from beyond the position is sought back; contiguous ones are taken', () => {
   const p = new FetchPositions();
@@ -103,14 +104,31 @@ test('kafkajs resolves a batch of markers only if the guard takes it, and tells 
   await Runner.prototype.handleBatch.call(runner, markersOnly);
   assert.deepEqual(resolved, ['151'], 'taken: kafkajs resolves it');
 
+  // kafkajs's own OffsetManager, with Sluice's reset (kafkajs-offset-reset.ts): the log starts at 6.
+  const offsetManager = new OffsetManager({
+    cluster: {
+      committedOffsets: () => ({}),
+      fetchTopicsOffset: async () => [{ topic: 'in', partitions: [{ partition: 0, offset: '6' }] }],
+    },
+    memberAssignment: { in: [0] },
+    topicConfigurations: { in: { fromBeginning: true } },
+    instrumentationEmitter: { emit() {} },
+    groupId: 'g',
+    generationId: 1,
+    memberId: 'm',
+    autoCommit: false,
+  });
+  offsetManager.resolveOffset({ topic: 'in', partition: 0, offset: '2' });
   const group = {
     [FETCH_GUARD]: guard,
-    preferredReadReplicasPerTopicPartition: {},
+    // As kafkajs 2.2.4 keeps a fetch's preferred read replica.
+    preferredReadReplicasPerTopicPartition: { in: { 1: { nodeId: 2, expireAt: Date.now() + 60_000 } } },
     logger: { error() {}, info() {} },
-    offsetManager: { setDefaultOffset: async () => {}, nextOffset: () => ({ toString: () => '6' }) },
+    offsetManager,
   };
   await ConsumerGroup.prototype.recoverFromOffsetOutOfRange.call(group, { topic: 'in', partition: 0 });
   assert.deepEqual(resets, [['in', 0, '6']]);
+  assert.equal(String(offsetManager.nextOffset('in', 0)), '6', "kafkajs's next fetch starts there too");
 });
 
 /** kafkajs's consumer as far as GroupConsumer uses it: the handlers it registers, the seeks it makes. */
@@ -126,7 +144,11 @@ function fakeKafka() {
     run: async (o: { eachBatch: typeof eachBatch }) => {
       eachBatch = o.eachBatch;
     },
-    seek: (s: { topic: string; partition: number; offset: string }) => seeks.push(s),
+    // As kafkajs: a seek is pending until the partition's next fetch takes it.
+    seek: (s: { topic: string; partition: number; offset: string }) => {
+      seeks.push(s);
+      pending.add(`${s.topic}:${s.partition}`);
+    },
     disconnect: async () => {},
   };
   const pending = new Set<string>();
@@ -161,7 +183,9 @@ function fakeKafka() {
     return resolved;
   };
   const guard = () => group[FETCH_GUARD] as FetchGuard;
-  return { kafka, listeners, seeks, deliver, pending, guard };
+  /** A fetch of the partition (by any broker's fetcher) takes its pending seek. */
+  const takeSeek = (partition: number) => pending.delete(`in:${partition}`);
+  return { kafka, listeners, seeks, deliver, pending, guard, takeSeek };
 }
 
 test('the consumer drops a batch fetched before a seek and seeks back, and takes the fetch from the position', async () => {
@@ -197,60 +221,69 @@ test('the consumer drops a batch fetched before a seek and seeks back, and takes
     onFatal() {},
   } as never);
   try {
+    const end = (lastOffset: string) =>
+      f.listeners.get('end')!({
+        payload: { topic: 'in', partition: 0, batchSize: 0, lastOffset, highWatermark: '1000' },
+      });
+    const lastSeek = () => f.seeks.at(-1)?.offset;
     // A task (re)starts: it seeks its partition to its committed offset, 100.
     c.seek('in', 0, '100');
-    assert.deepEqual(f.seeks, [{ topic: 'in', partition: 0, offset: '100' }]);
-    // kafkajs's own check: the seek is pending, the batch is stale.
-    f.pending.add('in:0');
+    assert.equal(lastSeek(), '100');
+    // kafkajs's own check: while the seek is pending, a batch is stale.
     assert.deepEqual(await f.deliver(0, '150', ['150', '151']), []);
     // Another fetcher took the seek; the old fetch's answer comes after it.
-    f.pending.delete('in:0');
+    f.takeSeek(0);
     assert.deepEqual(await f.deliver(0, '150', ['150', '151']), [], 'not resolved');
     assert.deepEqual(processed, [], 'not processed');
-    assert.deepEqual(f.seeks[1], { topic: 'in', partition: 0, offset: '100' }, 'sought back');
+    assert.equal(f.seeks.length, 2);
+    assert.equal(lastSeek(), '100', 'sought back');
     assert.equal(warnings.length, 1);
-    // The fetch from the position is processed, and so is the next one.
+    // The fetch from the position is processed (asked twice, the same answer), and so is the next.
+    f.takeSeek(0);
     assert.deepEqual(await f.deliver(0, '100', ['100', '101']), ['101']);
     assert.deepEqual(await f.deliver(0, '102', ['102']), ['102']);
     // A batch of a transaction's marker only, which kafkajs resolves itself.
-    f.listeners.get('end')!({
-      payload: { topic: 'in', partition: 0, batchSize: 0, lastOffset: '103', highWatermark: '104' },
-    });
+    end('103');
     assert.deepEqual(await f.deliver(0, '104', ['105']), ['105']);
     // A transaction's last record and its marker: kafkajs resolves the marker with the record.
     assert.deepEqual(await f.deliver(0, '106', ['106'], '107'), ['106']);
     assert.deepEqual(await f.deliver(0, '108', ['108']), ['108']);
     assert.deepEqual(processed, [['100', '101'], ['102'], ['105'], ['106'], ['108']]);
     assert.equal(f.seeks.length, 2);
-    // A batch of markers only, fetched before a seek: kafkajs would resolve it itself; refused.
+
+    // A batch of markers only that kafkajs would resolve itself: refused while the seek is
+    // pending; fetched before it (the seek taken by another fetcher), refused and sought back.
     c.seek('in', 0, '100');
     assert.equal(f.guard().takeSkipped('in', 0, '109'), false);
-    assert.deepEqual(f.seeks.slice(2), [
-      { topic: 'in', partition: 0, offset: '100' },
-      { topic: 'in', partition: 0, offset: '100' },
-    ]);
-    // While a seek is pending it is refused without a seek of its own.
-    f.pending.add('in:0');
-    assert.equal(f.guard().takeSkipped('in', 0, '100'), false);
-    f.pending.delete('in:0');
+    assert.equal(f.seeks.length, 3);
+    f.takeSeek(0);
+    assert.equal(f.guard().takeSkipped('in', 0, '109'), false);
+    assert.equal(f.seeks.length, 4);
+    assert.equal(lastSeek(), '100');
+    f.takeSeek(0);
     assert.equal(f.guard().takeSkipped('in', 0, '100'), true);
-    f.listeners.get('end')!({
-      payload: { topic: 'in', partition: 0, batchSize: 0, lastOffset: '100', highWatermark: '104' },
-    });
+    end('100');
+
     // An out-of-range position kafkajs moved to the log's start: the fetch from there is taken.
     f.guard().reset('in', 0, '300');
     assert.deepEqual(await f.deliver(0, '300', ['300']), ['300']);
     assert.equal(f.seeks.length, 4);
-    // A resolve while a seek is pending does not move the position past the seek.
+
+    // While a seek is pending, neither a reset nor a resolve (an input-sync resolve of records
+    // taken before the seek) moves the position: the fetch starts where the seek says.
     c.seek('in', 0, '250');
-    f.pending.add('in:0');
+    f.guard().reset('in', 0, '10');
     blind = true;
     assert.deepEqual(await f.deliver(0, '290', ['290']), ['290']);
     blind = false;
-    f.pending.delete('in:0');
-    assert.deepEqual(await f.deliver(0, '301', ['301']), [], 'beyond 250: dropped');
-    assert.deepEqual(f.seeks.at(-1), { topic: 'in', partition: 0, offset: '250' });
-    // A new generation forgets the positions: the next batch is taken wherever it starts.
+    end('295');
+    f.takeSeek(0);
+    assert.deepEqual(await f.deliver(0, '260', ['260']), [], 'beyond 250: dropped');
+    assert.equal(lastSeek(), '250');
+    f.takeSeek(0);
+    assert.deepEqual(await f.deliver(0, '250', ['250']), ['250']);
+
+    // A restarted consumer forgets the positions: the next batch is taken wherever it starts.
     f.listeners.get('crash')!({ payload: { error: new Error('x'), restart: true } });
     assert.deepEqual(await f.deliver(0, '400', ['400']), ['400']);
   } finally {
