@@ -11,11 +11,10 @@ const inputs = (from: number, to: number) =>
 
 /**
  * A task's position that retention deleted: the group's committed offset is below the log's
- * start. The consumer checks every batch against the partition's position (fetch-positions.ts):
- * one fetched from beyond it is taken for the answer to a fetch made before a seek, dropped and
- * sought back. kafkajs answers this position from the log's start, beyond it, and tells the
- * consumer so (kafkajs-fetch-guard.ts): the worker must go on from there, every record once,
- * without dropping a batch, and without taking the gap for anything but what retention took.
+ * start, so kafkajs answers the fetch from the log's start, beyond the position the task sought.
+ * The consumer drops a batch fetched from beyond its partition's position (fetch-positions.ts),
+ * so kafkajs's reset must be told to it (kafkajs-fetch-guard.ts): the worker goes on from the
+ * log's start, every record once, without dropping a batch or logging a gap.
  */
 test('a worker whose committed offset retention deleted should go on from the log start, every record once', {
   timeout: 90_000,
