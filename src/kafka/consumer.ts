@@ -102,7 +102,9 @@ export class GroupConsumer {
   /** Heartbeats while the fetch loop waits on a broker (background-heartbeat.ts). */
   readonly #beat: BackgroundHeartbeat;
   /** Where each partition's next fetch starts, to drop a batch fetched before a seek (fetch-positions.ts). */
-  readonly #positions = new FetchPositions();
+  readonly #positions = new FetchPositions(
+    (topic, partition) => this.#group?.hasSeekOffset?.({ topic, partition }) === true,
+  );
 
   constructor(kafka: Kafka, settings: KafkaSettings, opts: GroupConsumerOptions, logger: Logger) {
     this.#opts = opts;
@@ -161,9 +163,8 @@ export class GroupConsumer {
         highWatermark: string;
       };
       if (b.batchSize !== 0) return;
-      // kafkajs resolved it itself: markers or aborted records only (a seek made since overrides it).
-      if (!this.#seekPending(b.topic, b.partition))
-        this.#positions.skipped(b.topic, b.partition, b.lastOffset);
+      // kafkajs resolved it itself: markers or aborted records only.
+      this.#positions.resolved(b.topic, b.partition, b.lastOffset);
       h.onSkipped?.(b.topic, b.partition, b.lastOffset, b.highWatermark);
     });
     c.on(c.events.CRASH, (e) => {
@@ -203,9 +204,7 @@ export class GroupConsumer {
             isStale: this.#staleness(p),
             resolveOffset: (offset) => {
               // kafkajs resolves the batch's last record as the end of the fetch, markers included.
-              // Not while a seek is pending: the next fetch starts where the seek says.
-              if (!this.#seekPending(topic, partition))
-                this.#positions.resolved(topic, partition, offset === lastOffset ? fetchedTo : offset);
+              this.#positions.resolved(topic, partition, offset === lastOffset ? fetchedTo : offset);
               p.resolveOffset(offset);
             },
             heartbeat: p.heartbeat,
@@ -273,13 +272,10 @@ export class GroupConsumer {
 
   /** kafkajs-fetch-guard.ts's hooks: a batch kafkajs would resolve itself, a reset position. */
   readonly #guard: FetchGuard = {
-    reset: (topic, partition, offset) => {
-      // A seek made during the reset's requests overrides it at the next fetch.
-      if (!this.#seekPending(topic, partition)) this.#positions.sought(topic, partition, offset);
-    },
+    reset: (topic, partition, offset) => this.#positions.reset(topic, partition, offset),
     takeSkipped: (topic, partition, fetchedOffset) => {
       // The seek sets the position; kafkajs resolving this batch first would change nothing.
-      if (this.#seekPending(topic, partition)) return false;
+      if (this.#positions.seekPending(topic, partition)) return false;
       return this.#takes(
         topic,
         partition,
@@ -308,11 +304,6 @@ export class GroupConsumer {
     );
     this.#consumer.seek({ topic, partition, offset: v.to });
     return false;
-  }
-
-  /** A seek of the partition waits for its next fetch (kafkajs's own stale check). */
-  #seekPending(topic: string, partition: number): boolean {
-    return this.#group?.hasSeekOffset?.({ topic, partition }) === true;
   }
 
   pause(topic: string, partitions: number[]): void {

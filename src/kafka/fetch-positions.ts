@@ -37,21 +37,33 @@ export class FetchPositions {
   /** Batches dropped in a row per partition, at which position. */
   readonly #drops = new Map<string, { at: bigint; n: number }>();
 
-  /** A seek (or kafkajs's reset of an out-of-range position): the next fetch starts at `offset`. */
+  /**
+   * @param seekPending whether a seek of the partition waits for its next fetch (kafkajs's own
+   *   stale check): while one does, the next fetch starts where the seek says, so nothing else
+   *   moves the position.
+   */
+  constructor(readonly seekPending: (topic: string, partition: number) => boolean = () => false) {}
+
+  /** A seek: the next fetch starts at `offset`. */
   sought(topic: string, partition: number, offset: string): void {
     const k = keyOf(topic, partition);
     this.#at.set(k, BigInt(offset));
     this.#drops.delete(k);
   }
 
-  /** A batch handler resolved `offset`: the next fetch starts after it. */
-  resolved(topic: string, partition: number, offset: string): void {
-    this.sought(topic, partition, (BigInt(offset) + 1n).toString());
+  /** kafkajs moved an out-of-range position to `offset` (the log's start): unless a seek overrides it. */
+  reset(topic: string, partition: number, offset: string): void {
+    if (!this.seekPending(topic, partition)) this.sought(topic, partition, offset);
   }
 
-  /** kafkajs resolved a batch with no record to hand over (markers, aborted records) at `lastOffset`. */
-  skipped(topic: string, partition: number, lastOffset: string): void {
-    this.resolved(topic, partition, lastOffset);
+  /**
+   * `offset` was resolved: by a batch handler (the last record it took, or the fetch's last offset
+   * for a batch's last record, since kafkajs resolves trailing markers with it), or by kafkajs
+   * itself for a batch with no record to hand over (markers, aborted records). The next fetch
+   * starts after it, unless a seek overrides it.
+   */
+  resolved(topic: string, partition: number, offset: string): void {
+    if (!this.seekPending(topic, partition)) this.sought(topic, partition, (BigInt(offset) + 1n).toString());
   }
 
   /** What to do with a batch fetched from `fetchedOffset`. */

@@ -10,9 +10,7 @@
  * The guard is set on the consumer group object by `GroupConsumer` (consumer.ts); a kafkajs
  * consumer without one runs as before.
  */
-import { createRequire } from 'node:module';
-
-const require = createRequire(import.meta.url);
+import { replaceMethod } from './kafkajs-prototype.js';
 
 export const FETCH_GUARD = Symbol('sluice fetch guard');
 
@@ -23,26 +21,8 @@ export interface FetchGuard {
   takeSkipped(topic: string, partition: number, fetchedOffset: string): boolean;
 }
 
-type Method = (this: any, ...args: any[]) => Promise<unknown>;
-
-function wrap(path: string, method: string, make: (original: Method) => Method): boolean {
-  try {
-    const proto = (require(path) as { prototype?: Record<string, unknown> }).prototype;
-    const original = proto?.[method] as (Method & { sluiceFetchGuard?: boolean }) | undefined;
-    if (typeof original !== 'function') return false;
-    if (original.sluiceFetchGuard === true) return true;
-    const wrapped = Object.assign(make(original), { sluiceFetchGuard: true });
-    proto![method] = wrapped;
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-const handleBatchGuarded = wrap(
-  'kafkajs/src/consumer/runner.js',
-  'handleBatch',
-  (original) =>
+const handleBatchGuarded = replaceMethod('kafkajs/src/consumer/runner.js', 'handleBatch', {
+  wrap: (original) =>
     async function (this: any, batch: any) {
       const guard: FetchGuard | undefined = this.consumerGroup?.[FETCH_GUARD];
       if (
@@ -54,28 +34,30 @@ const handleBatchGuarded = wrap(
         return;
       return original.call(this, batch);
     },
-);
+});
 
-const offsetResetTold = wrap(
+const offsetResetTold = replaceMethod(
   'kafkajs/src/consumer/consumerGroup.js',
   'recoverFromOffsetOutOfRange',
-  (original) =>
-    async function (this: any, e: { topic: string; partition: number }) {
-      // kafkajs's own test, kept as it is: it retries the leader instead of resetting when the
-      // fetch went to a follower. (2.2.4 stores objects there, so it always resets.)
-      const viaFollower =
-        typeof this.preferredReadReplicasPerTopicPartition?.[e.topic]?.[e.partition] === 'number';
-      await original.call(this, e);
-      const guard: FetchGuard | undefined = this[FETCH_GUARD];
-      if (guard === undefined || viaFollower) return;
-      let offset: string | undefined;
-      try {
-        offset = String(this.offsetManager.nextOffset(e.topic, e.partition));
-      } catch {
-        return; // untold: the guard's valve takes it after a few seeks back
-      }
-      guard.reset(e.topic, e.partition, offset);
-    },
+  {
+    wrap: (original) =>
+      async function (this: any, e: { topic: string; partition: number }) {
+        // kafkajs's own test, kept as it is: it retries the leader instead of resetting when the
+        // fetch went to a follower. (2.2.4 stores objects there, so it always resets.)
+        const viaFollower =
+          typeof this.preferredReadReplicasPerTopicPartition?.[e.topic]?.[e.partition] === 'number';
+        await original.call(this, e);
+        const guard: FetchGuard | undefined = this[FETCH_GUARD];
+        if (guard === undefined || viaFollower) return;
+        let offset: string | undefined;
+        try {
+          offset = String(this.offsetManager.nextOffset(e.topic, e.partition));
+        } catch {
+          return; // untold: the guard's valve takes it after a few seeks back
+        }
+        guard.reset(e.topic, e.partition, offset);
+      },
+  },
 );
 
 /** Whether both are wrapped (kafkajs-preload.ts reports it). */

@@ -27,7 +27,7 @@ test('a batch fetched from beyond the position is sought back; contiguous ones a
   assert.deepEqual(p.check('in', 0, '120'), { kind: 'take' });
   assert.deepEqual(p.check('in', 0, '121'), { kind: 'seek', to: '120' });
   // A batch of markers only, resolved by kafkajs: the next fetch starts after it.
-  p.skipped('in', 0, '120');
+  p.resolved('in', 0, '120');
   assert.deepEqual(p.check('in', 0, '121'), { kind: 'take' });
   // Partitions are apart.
   assert.deepEqual(p.check('in', 1, '121'), { kind: 'take' });
@@ -58,6 +58,20 @@ test('a new generation forgets every position', () => {
   p.sought('in', 0, '10');
   p.clear();
   assert.deepEqual(p.check('in', 0, '50'), { kind: 'take' });
+});
+
+test('while a seek is pending, neither a resolve nor a reset moves the position; the seek does', () => {
+  let pending = true;
+  const p = new FetchPositions(() => pending);
+  p.sought('in', 0, '40');
+  p.resolved('in', 0, '99');
+  p.reset('in', 0, '60');
+  assert.deepEqual(p.check('in', 0, '41'), { kind: 'seek', to: '40' });
+  pending = false;
+  p.reset('in', 0, '60');
+  assert.deepEqual(p.check('in', 0, '60'), { kind: 'take' });
+  p.resolved('in', 0, '99');
+  assert.deepEqual(p.check('in', 0, '101'), { kind: 'seek', to: '100' });
 });
 
 test('kafkajs resolves a batch of markers only if the guard takes it, and tells the guard an out-of-range reset', async () => {
