@@ -1,0 +1,88 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import type { BatchContext } from '../../../src/kafka/consumer.js';
+import type { InRecord } from '../../../src/kafka/types.js';
+import { processInSlices, sinceTurn } from '../../../src/runtime/batch-slices.js';
+import { SLICE_MS, SliceSize } from '../../../src/runtime/slice-size.js';
+import type { Task } from '../../../src/runtime/task.js';
+
+/**
+ * kafkajs hands a fetch's batches (one per partition) to their handlers one after another in one
+ * chain of promises. A batch small enough for one slice used to be processed at once, so the
+ * batches of a fetch held the event loop together: checkpoint answers and timers waited for all
+ * of them (issue 19). Now a slice lets the loop run first when it last ran more than a slice ago,
+ * and the waiting slices go one per turn of the loop.
+ */
+const busy = (ms: number) => {
+  const end = performance.now() + ms;
+  while (performance.now() < end) {}
+};
+
+function fakeTask(name: string, order: string[]): Task {
+  return {
+    state: 'running',
+    stateStore: undefined,
+    sub: undefined,
+    async: { chunk: 0, backlogged: false },
+    checkpointDue: false,
+    checkpointBacklogged: false,
+    positionOf: () => undefined,
+    process: (_topic: string, records: InRecord[]) => {
+      order.push(name);
+      // A slice's worth of work, during which a timer falls due.
+      setTimeout(() => order.push(`timer after ${name}`), 0);
+      busy(SLICE_MS + 2);
+      return records.length;
+    },
+  } as unknown as Task;
+}
+
+const batch = (topic: string): BatchContext =>
+  ({
+    topic,
+    partition: 0,
+    records: [{ offset: '0' }, { offset: '1' }] as unknown as InRecord[],
+    highWatermark: '2',
+    isStale: () => false,
+    resolveOffset: () => undefined,
+    heartbeat: async () => undefined,
+  }) as unknown as BatchContext;
+
+const hooks = () => ({
+  sizer: new SliceSize(),
+  owns: () => true,
+  checkpoint: () => undefined,
+  awaitRoom: async () => undefined,
+  awaitIdle: async () => undefined,
+});
+
+test('batches that each fit in one slice take turns with the event loop, one slice per turn', async () => {
+  const order: string[] = [];
+  busy(SLICE_MS + 1); // the loop last turned more than a slice ago
+  assert.ok(sinceTurn() >= SLICE_MS);
+  // Two partitions' batches handed over in one chain, as kafkajs does.
+  const done = Promise.all(
+    ['a', 'b', 'c'].map((p) => processInSlices(fakeTask(p, order), batch(p), () => true, hooks())),
+  );
+  assert.deepEqual(order, [], 'nothing ran before the loop turned');
+  assert.deepEqual(await done, [2, 2, 2]);
+  await new Promise((r) => setTimeout(r, 5));
+  assert.deepEqual(order, ['a', 'timer after a', 'b', 'timer after b', 'c', 'timer after c']);
+});
+
+test('a batch within a slice of the last turn is processed at once', async () => {
+  const order: string[] = [];
+  const cheap = (name: string) =>
+    ({
+      ...fakeTask(name, order),
+      process: (_t: string, records: InRecord[]) => {
+        order.push(name);
+        return records.length;
+      },
+    }) as unknown as Task;
+  busy(SLICE_MS + 1);
+  await processInSlices(cheap('x'), batch('x'), () => true, hooks()); // waited for a turn
+  const y = processInSlices(cheap('y'), batch('y'), () => true, hooks());
+  assert.deepEqual(order, ['x', 'y'], 'y ran synchronously: the loop turned less than a slice ago');
+  assert.equal(await y, 2);
+});
