@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { appendFileSync, mkdtempSync } from 'node:fs';
+import { appendFileSync, mkdirSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import type { TestContext } from 'node:test';
@@ -89,6 +89,9 @@ export function spawnWorker(
   // TEST_WORKER_LOGS=<folder>: every line of every worker, to read after a failed fault run (the
   // in-memory log keeps only the last 5000 lines).
   const logDir = process.env.TEST_WORKER_LOGS;
+  // Made here: a folder missing made the first line's append throw in the output handler, which
+  // failed the test and left its workers running (unkilled, they kept consuming CPU).
+  if (logDir) mkdirSync(logDir, { recursive: true });
   const logFile = logDir ? join(logDir, `${name}-${child.pid}.log`) : undefined;
   const onData = (d: Buffer) => {
     if (logFile) appendFileSync(logFile, d);
