@@ -86,3 +86,14 @@ test('a batch within a slice of the last turn is processed at once', async () =>
   assert.deepEqual(order, ['x', 'y'], 'y ran synchronously: the loop turned less than a slice ago');
   assert.equal(await y, 2);
 });
+
+test('a checkpoint due when a batch waits for its turn starts after its first slice, not before', async () => {
+  const order: string[] = [];
+  const task = { ...fakeTask('z', order), checkpointDue: true } as unknown as Task;
+  const h = { ...hooks(), checkpoint: () => order.push('checkpoint') };
+  busy(SLICE_MS + 1);
+  await processInSlices(task, batch('z'), () => true, h);
+  // The caller (the worker's batch handler) starts it after the batch, with the batch's records.
+  assert.deepEqual(order.slice(0, 1), ['z']);
+  assert.ok(!order.includes('checkpoint'));
+});
