@@ -17,10 +17,14 @@ export interface SliceHooks {
   awaitIdle: () => Promise<void>;
 }
 
-/** When a slice last let the event loop run (the loop is one per process: so is this). */
+/** When a waiting slice was last released (the loop is one per process: so is this). */
 let lastTurn = performance.now();
 
-/** Milliseconds since a slice last let the event loop run. */
+/**
+ * Milliseconds since a waiting slice was last released: an upper bound on how long the loop has
+ * gone without a turn (it may have turned since, e.g. idle), so a batch after an idle spell waits
+ * one turn it did not need.
+ */
 export const sinceTurn = (): number => performance.now() - lastTurn;
 
 /** Slices waiting for their turn of the event loop, in order. */
@@ -52,10 +56,10 @@ function release(): void {
  * ({@link SliceSize}); its keys are read ahead first (read-ahead.ts). Between two slices a due
  * checkpoint starts (its snapshot holds the slices before it, as Kafka Streams commits between
  * records) and the event loop runs once: checkpoint answers and timers do not wait for a whole
- * fetched batch (issue 19: ~10k records, 100 ms). So does it before the first slice when the
- * loop last ran more than a slice ago ({@link sinceTurn}): kafkajs hands a fetch's batches to
- * their handlers one after another in one chain of promises, so batches that each fit in one
- * slice held the loop for all of them (in a CPU profile of the latency bench at 50 % load, such
+ * fetched batch (issue 19: ~10k records, 100 ms). So does it before the first slice when no
+ * slice was released for more than a slice ({@link sinceTurn}): kafkajs runs a fetch's batch
+ * handlers (several at once under `processing.concurrency`) in promise continuations, without the
+ * loop turning between them, so batches that each fit in one slice held the loop for all of them (in a CPU profile of the latency bench at 50 % load, such
  * runs lasted 27 ms at the median and up to 160 under the profiler). The unprocessed rest of a
  * batch that went stale, or of a task reset meanwhile (its position moved back), is fetched again.
  */

@@ -59,6 +59,12 @@ export function spawnWorker(
   const name = opts.name ?? 'worker';
   const stateDir = opts.stateDir ?? mkdtempSync(join(tmpdir(), 'sluice-state-'));
   const wrap = opts.wrap ?? [];
+  // TEST_WORKER_LOGS=<folder>: every line of every worker, to read after a failed fault run (the
+  // in-memory log keeps only the last 5000 lines). Made before the worker starts: a folder missing
+  // made the first line's append throw in the output handler, which failed the test and left its
+  // workers running (unkilled, they kept consuming CPU).
+  const logDir = process.env.TEST_WORKER_LOGS;
+  if (logDir) mkdirSync(logDir, { recursive: true });
   const child = spawn(
     wrap[0] ?? process.execPath,
     [
@@ -86,15 +92,19 @@ export function spawnWorker(
   });
   let buf = '';
   let dropped = 0;
-  // TEST_WORKER_LOGS=<folder>: every line of every worker, to read after a failed fault run (the
-  // in-memory log keeps only the last 5000 lines).
-  const logDir = process.env.TEST_WORKER_LOGS;
-  // Made here: a folder missing made the first line's append throw in the output handler, which
-  // failed the test and left its workers running (unkilled, they kept consuming CPU).
-  if (logDir) mkdirSync(logDir, { recursive: true });
-  const logFile = logDir ? join(logDir, `${name}-${child.pid}.log`) : undefined;
+  let logFile = logDir ? join(logDir, `${name}-${child.pid}.log`) : undefined;
   const onData = (d: Buffer) => {
-    if (logFile) appendFileSync(logFile, d);
+    if (logFile) {
+      try {
+        appendFileSync(logFile, d);
+      } catch (e) {
+        // A copy for reading later: losing it must not fail the test, nor leave the worker running.
+        process.stderr.write(
+          `TEST_WORKER_LOGS: cannot write ${logFile} (${(e as Error).message}); not logging to it\n`,
+        );
+        logFile = undefined;
+      }
+    }
     buf += d.toString();
     let i: number;
     while ((i = buf.indexOf('\n')) >= 0) {
