@@ -59,9 +59,10 @@ function release(): void {
  * fetched batch (issue 19: ~10k records, 100 ms). So does it before the first slice when no
  * slice was released for more than a slice ({@link sinceTurn}): kafkajs runs a fetch's batch
  * handlers (several at once under `processing.concurrency`) in promise continuations, without the
- * loop turning between them, so batches that each fit in one slice held the loop for all of them (in a CPU profile of the latency bench at 50 % load, such
- * runs lasted 27 ms at the median and up to 160 under the profiler). The unprocessed rest of a
- * batch that went stale, or of a task reset meanwhile (its position moved back), is fetched again.
+ * loop turning between them, so batches that each fit in one slice held the loop for all of
+ * them (in a CPU profile of the latency bench at 50 % load, such runs lasted 27 ms at the median
+ * and up to 160 under the profiler). The unprocessed rest of a batch that went stale, or of a
+ * task reset meanwhile (its position moved back), is fetched again.
  */
 export async function processInSlices(
   task: Task,
