@@ -37,10 +37,6 @@ function sizeOf(m: OutRecord): number {
   return n;
 }
 
-type KafkajsTopicMessages = NonNullable<Parameters<Producer['sendBatch']>[0]['topicMessages']>;
-/** kafkajs types a message's timestamp as a string; its encoder and ours (produce-encoder.ts) take numbers too. */
-const asKafkajs = (t: Array<{ topic: string; messages: OutRecord[] }>) => t as KafkajsTopicMessages;
-
 /** A topic's partition count as the producer's metadata knows it, or undefined. */
 export type PartitionsOf = (topic: string) => number | undefined;
 
@@ -230,11 +226,7 @@ export class PlainProducer {
   async send(records: TopicRecords): Promise<WrittenOffsets> {
     const written: WrittenOffsets = new Map();
     for (const topicMessages of toSends(records, this.#partitionsOf)) {
-      const meta = await this.#p.sendBatch({
-        topicMessages: asKafkajs(topicMessages),
-        acks: -1,
-        compression: CompressionTypes.None,
-      });
+      const meta = await this.#p.sendBatch({ topicMessages, acks: -1, compression: CompressionTypes.None });
       mergeMax(written, lastOffsets(meta, topicMessages));
     }
     return written;
@@ -449,11 +441,7 @@ export class TransactionalProducer {
       const sending = (async () => {
         for (const topicMessages of sends) {
           const meta = await step(
-            tx.sendBatch({
-              topicMessages: asKafkajs(topicMessages),
-              acks: -1,
-              compression: CompressionTypes.None,
-            }),
+            tx.sendBatch({ topicMessages, acks: -1, compression: CompressionTypes.None }),
           );
           mergeMax(written, lastOffsets(meta, topicMessages));
           for (const m of meta) wrote.push(m);

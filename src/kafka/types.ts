@@ -18,14 +18,7 @@ export interface InRecord {
   offset: string;
   /** Milliseconds since the epoch, as a decimal string. */
   timestamp: string;
-  /** The same as a number, where Sluice's fetch decoder gave it (see {@link timestampOf}). */
-  ts?: number;
   headers?: Headers;
-}
-
-/** A record's timestamp in milliseconds, without making and parsing its string where it can. */
-export function timestampOf(r: InRecord): number {
-  return r.ts ?? Number(r.timestamp);
 }
 
 export interface OutRecord {
@@ -33,11 +26,7 @@ export interface OutRecord {
   value: Buffer | null;
   /** Set for changelogs (the task's partition); else the key's murmur2 hash picks it, as in Java clients. */
   partition?: number;
-  /**
-   * Milliseconds since the epoch: a number, or a decimal string. kafkajs sends a missing or a
-   * numeric 0 one as the send time (`timestamp || Date.now()`), so a record of time 0 says '0'.
-   */
-  timestamp?: string | number;
+  timestamp?: string;
   headers?: Headers;
 }
 

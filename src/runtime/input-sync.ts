@@ -1,6 +1,6 @@
 import type { SluiceConfig } from '../config/schema.js';
 import type { BatchContext, GroupConsumer } from '../kafka/consumer.js';
-import { type InRecord, timestampOf } from '../kafka/types.js';
+import type { InRecord } from '../kafka/types.js';
 import type { SubTopology } from '../topology/build.js';
 
 /** What the input synchronization needs of its task (a `Task`). */
@@ -168,7 +168,7 @@ export class InputSync {
           if (this.#mustWait(i, now)) return;
           continue;
         }
-        const ts = timestampOf(i.records[i.head]!);
+        const ts = Number(i.records[i.head]!.timestamp);
         if (best === undefined || ts < bestTs || (ts === bestTs && i.rank < best.rank)) {
           if (best !== undefined) [boundTs, boundRank] = [bestTs, best.rank];
           best = i;
@@ -182,7 +182,7 @@ export class InputSync {
       const recs = best.records;
       let j = best.head + 1;
       while (j < recs.length) {
-        const ts = timestampOf(recs[j]!);
+        const ts = Number(recs[j]!.timestamp);
         if (ts > boundTs || (ts === boundTs && best.rank >= boundRank)) break;
         j++;
       }

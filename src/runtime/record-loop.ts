@@ -1,5 +1,5 @@
 import { isSluiceFault, OperatorError, SerdeError, SluiceError, safeString } from '../errors.js';
-import { type InRecord, timestampOf } from '../kafka/types.js';
+import type { InRecord } from '../kafka/types.js';
 import type { WorkerMetrics } from '../ops/metrics.js';
 import type { OperatorCostSampler } from '../overload/operator-cost.js';
 import type { TaskShedder } from '../overload/shedder.js';
@@ -190,7 +190,7 @@ export class RecordLoop {
         }
       }
       rc.offset = r.offset;
-      rc.timestamp = timestampOf(r);
+      rc.timestamp = Number(r.timestamp);
       if (shedAtSource && shedder.dropRandom()) {
         // Shed before deserializing: the cheapest place. Its offset is committed like any other.
         shed++;

@@ -124,7 +124,7 @@ export class SimulatedKafka {
     const written: WrittenOffsets = new Map();
     for (const [topic, list] of records) {
       for (const m of list) {
-        const ts = m.timestamp === undefined ? String(now) : String(m.timestamp);
+        const ts = m.timestamp ?? String(now);
         const r = this.append(
           topic,
           { key: m.key, value: m.value, timestamp: ts, headers: m.headers },
