@@ -194,15 +194,21 @@ interface Point {
   /** outputs received in the window / (window × rate): below 1 when the system fell behind */
   keptUp: number;
   /**
-   * Seconds from the first output to the last output received more than 1 s after its input (0:
-   * none). Above the warm-up, the start-up backlog (JIT, heap growth, the input produced while the
-   * process started) was still draining inside the window, and is in its p99.
+   * Seconds from the first output to the last output received more than 1 s after its input,
+   * counting outputs up to the window's end (0: none late, or only the first batch). Above the
+   * warm-up, a backlog (the start-up one: cold code, a growing heap, input produced while the
+   * process started; or a later stall) was draining inside the window, and is in its p99.
    */
   settledS: number;
+  /** Outputs were still more than 1 s late in the window's last second: not settled by its end. */
+  lateAtEnd: boolean;
   /** Sluice only: the worker's own metrics over the window (where the time goes) */
   inside?: Inside;
   error?: string;
 }
+
+/** The settled column: seconds, with "+" when still late at the window's end. */
+const settled = (p: Point): string => `${fmt(p.settledS, 1)}${p.lateAtEnd ? '+' : ''}`;
 
 /** A Sluice worker's view of the window, from its /metrics at the window's start and end. */
 interface Inside {
@@ -277,6 +283,7 @@ async function measure(
     max: Number.NaN,
     keptUp: Number.NaN,
     settledS: Number.NaN,
+    lateAtEnd: false,
   };
   const stateDir = mkdtempSync(join(tmpdir(), 'sluice-bench-'));
   const poll = await poller();
@@ -347,9 +354,12 @@ async function measure(
     pt.max = percentile(lat, 100);
     pt.keptUp = lat.length / (o.measureS * rate);
     let lastLate = obs.firstAt();
-    for (let i = 0; i < obs.receivedAt.length; i++)
-      if (obs.latencies[i]! > 1000 && obs.receivedAt[i]! > lastLate) lastLate = obs.receivedAt[i]!;
+    for (let i = 0; i < obs.receivedAt.length; i++) {
+      const at = obs.receivedAt[i]!;
+      if (at < to && obs.latencies[i]! > 1000 && at > lastLate) lastLate = at;
+    }
     pt.settledS = (lastLate - obs.firstAt()) / 1000;
+    pt.lateAtEnd = lastLate >= to - 1000;
     if (lat.length === 0) throw new Error('no output in the measurement window');
   } catch (e) {
     pt.error = (e as Error).message.split('\n')[0];
@@ -382,7 +392,7 @@ function report(o: Options, capacity: number, capacityHow: string, points: Point
   L.push(`![latency](${o.write && !o.quick ? '../../docs/latency.svg' : `${fileName(o)}.svg`})`);
   L.push('');
   L.push(
-    `Latency = the moment a read_committed reader receives the output − the input's send time (its record timestamp, which the output keeps). Samples: outputs received from ${o.warmupS} s after the first output for ${o.measureS} s. "Kept up" = outputs in the window / (window × rate): below 1 means the system fell behind the input rate. "Input written twice": records kafkajs's producer wrote again when it retried a request that had timed out (the input producer is not idempotent). "Settled": seconds from the first output to the last output that came more than 1 s after its input; above the ${o.warmupS} s warm-up, the start-up backlog was still draining inside the window (and is in its p99).`,
+    `Latency = the moment a read_committed reader receives the output − the input's send time (its record timestamp, which the output keeps). Samples: outputs received from ${o.warmupS} s after the first output for ${o.measureS} s. "Kept up" = outputs in the window / (window × rate): below 1 means the system fell behind the input rate. "Input written twice": records kafkajs's producer wrote again when it retried a request that had timed out (the input producer is not idempotent). "Settled": seconds from the first output to the last output (up to the window's end) that came more than 1 s after its input; above the ${o.warmupS} s warm-up, a backlog (the start-up one, or a later stall) was draining inside the window and is in its p99; "+" when outputs were still that late in the window's last second (the system never settled).`,
   );
   L.push('');
   L.push(
@@ -391,7 +401,7 @@ function report(o: Options, capacity: number, capacityHow: string, points: Point
   L.push('|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|');
   for (const p of points)
     L.push(
-      `| ${p.guarantee} | ${p.load} % | ${fmt(p.rate)} / ${fmt(p.achieved)} | ${p.system} | ${p.error ? `failed: ${p.error}` : fmt(p.p50)} | ${fmt(p.p99)} | ${fmt(p.max)} | ${fmt(p.samples)} | ${fmt(p.keptUp, 2)} | ${fmt(p.duplicates)} | ${fmt(p.settledS, 1)} |`,
+      `| ${p.guarantee} | ${p.load} % | ${fmt(p.rate)} / ${fmt(p.achieved)} | ${p.system} | ${p.error ? `failed: ${p.error}` : fmt(p.p50)} | ${fmt(p.p99)} | ${fmt(p.max)} | ${fmt(p.samples)} | ${fmt(p.keptUp, 2)} | ${fmt(p.duplicates)} | ${settled(p)} |`,
     );
   L.push('');
   L.push('## Ratio Sluice / Kafka Streams (below 1 is better for Sluice)');
@@ -553,7 +563,7 @@ async function main(): Promise<void> {
         const p = await measure(system, g, load, rate, o);
         points.push(p);
         log(
-          `  p50 ${fmt(p.p50)} ms, p99 ${fmt(p.p99)} ms, ${fmt(p.samples)} samples, kept up ${fmt(p.keptUp, 2)}, settled ${fmt(p.settledS, 1)} s`,
+          `  p50 ${fmt(p.p50)} ms, p99 ${fmt(p.p99)} ms, ${fmt(p.samples)} samples, kept up ${fmt(p.keptUp, 2)}, settled ${settled(p)} s`,
         );
       }
   const env = [
