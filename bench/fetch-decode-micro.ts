@@ -11,6 +11,7 @@
 import { createRequire } from 'node:module';
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { optionValue } from './lib/args.js';
 import { root } from './lib/procs.js';
 
 interface Rec {
@@ -19,10 +20,8 @@ interface Rec {
 }
 
 async function main() {
-  const argv = process.argv.slice(2);
-  const at = (name: string) => (argv.includes(name) ? argv[argv.indexOf(name) + 1] : undefined);
-  const from = resolve(at('--root') ?? root);
-  const batches = Number(at('--batches') ?? 4000);
+  const from = resolve(optionValue('--root') ?? root);
+  const batches = Number(optionValue('--batches') ?? 4000);
   const mod = (await import(pathToFileURL(`${from}/dist/src/kafka/fetch-decoder.js`).href)) as {
     decodeBatchAt(b: Buffer, start: number): { batch: { records: Rec[] } } | undefined;
   };

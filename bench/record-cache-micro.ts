@@ -8,6 +8,7 @@
  */
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { optionValue } from './lib/args.js';
 import { root } from './lib/procs.js';
 
 interface Cache {
@@ -23,10 +24,8 @@ interface Cache {
 }
 
 async function main() {
-  const argv = process.argv.slice(2);
-  const at = (name: string) => (argv.includes(name) ? argv[argv.indexOf(name) + 1] : undefined);
-  const from = resolve(at('--root') ?? root);
-  const updates = Number(at('--updates') ?? 5_000_000);
+  const from = resolve(optionValue('--root') ?? root);
+  const updates = Number(optionValue('--updates') ?? 5_000_000);
   const mod = (await import(pathToFileURL(`${from}/dist/src/runtime/record-cache.js`).href)) as {
     RecordCache: new (max: () => number, guard: (push: () => void) => void) => Cache;
   };

@@ -80,12 +80,12 @@ export async function processInSlices(
     sizer.observe(Math.min(to, b.records.length) - from, performance.now() - started);
     return n;
   };
-  if (b.records.length <= (fixed ?? sizer.records) && sinceTurn() < SLICE_MS)
-    return slice(0, b.records.length);
+  const waitFirst = sinceTurn() >= SLICE_MS;
+  if (b.records.length <= (fixed ?? sizer.records) && !waitFirst) return slice(0, b.records.length);
   let n = 0;
   let at: bigint | undefined;
   for (let i = 0; i < b.records.length; ) {
-    if (i > 0 || sinceTurn() >= SLICE_MS) {
+    if (i > 0 || waitFirst) {
       // Not before the first slice: a checkpoint due now takes this batch's records if it
       // starts after them (#onBatch), instead of leaving them a whole interval.
       if (i > 0 && task.checkpointDue) h.checkpoint(task);

@@ -7,11 +7,11 @@ import { SLICE_MS, SliceSize } from '../../../src/runtime/slice-size.js';
 import type { Task } from '../../../src/runtime/task.js';
 
 /**
- * kafkajs hands a fetch's batches (one per partition) to their handlers one after another in one
- * chain of promises. A batch small enough for one slice used to be processed at once, so the
- * batches of a fetch held the event loop together: checkpoint answers and timers waited for all
- * of them (issue 19). Now a slice lets the loop run first when it last ran more than a slice ago,
- * and the waiting slices go one per turn of the loop.
+ * kafkajs hands a fetch's batches (one per partition) to their handlers in promise continuations,
+ * without the event loop turning between them. A batch small enough for one slice used to be
+ * processed at once, so the batches of a fetch held the event loop together: checkpoint answers
+ * and timers waited for all of them (issue 19). Now a slice lets the loop run first when none was
+ * released for more than a slice, and the waiting slices go one per turn of the loop.
  */
 const busy = (ms: number) => {
   const end = performance.now() + ms;
