@@ -28,11 +28,19 @@ const T: Int32Array = (() => {
 
 /** The CRC-32C of `b`, as an unsigned 32-bit number. */
 export function crc32c(b: Uint8Array): number {
+  return (crc32cUpdate(-1, b, 0, b.length) ^ -1) >>> 0;
+}
+
+/**
+ * Carries a running CRC-32C over `b[from, to)`: start from -1, and `(state ^ -1) >>> 0` at the end
+ * is the CRC of everything fed in (the record batch builder feeds each record as it is written).
+ */
+export function crc32cUpdate(state: number, b: Uint8Array, from: number, to: number): number {
   const t = T;
-  let crc = -1;
-  let i = 0;
-  const n = b.length;
-  const end8 = n - (n & 7);
+  let crc = state;
+  let i = from;
+  const n = to;
+  const end8 = n - ((n - i) & 7);
   while (i < end8) {
     const lo = crc ^ (b[i]! | (b[i + 1]! << 8) | (b[i + 2]! << 16) | (b[i + 3]! << 24));
     crc =
@@ -47,5 +55,48 @@ export function crc32c(b: Uint8Array): number {
     i += 8;
   }
   while (i < n) crc = t[(crc ^ b[i++]!) & 0xff]! ^ (crc >>> 8);
-  return (crc ^ -1) >>> 0;
+  return crc;
+}
+
+/** a(x) * b(x) modulo the polynomial, in the reflected bit order of the CRC (x^0 is bit 31). */
+function multModP(a: number, b: number): number {
+  let m = 0x80000000;
+  let p = 0;
+  for (;;) {
+    if ((a & m) !== 0) {
+      p ^= b;
+      if ((a & (m - 1)) === 0) break;
+    }
+    m >>>= 1;
+    b = b & 1 ? (b >>> 1) ^ POLY : b >>> 1;
+  }
+  return p;
+}
+
+/** x^(2^k) modulo the polynomial, for k = 0..31 (x^1 is bit 30). */
+const X2N: Int32Array = (() => {
+  const t = new Int32Array(32);
+  let p = 0x40000000;
+  t[0] = p;
+  for (let k = 1; k < 32; k++) t[k] = p = multModP(p, p);
+  return t;
+})();
+
+/**
+ * The CRC-32C of `A ++ B` from the CRC of A, the CRC of B and B's length (zlib's
+ * `crc32_combine`, with this polynomial): O(log len) instead of reading A again. The record batch
+ * builder checksums its records as they are written; a checkpoint then only checksums the batch's
+ * 40 header bytes and combines the two.
+ */
+export function crc32cCombine(crcA: number, crcB: number, lengthB: number): number {
+  // x^(8 * lengthB): multiply by x^(2^k) for every bit k of 8 * lengthB.
+  let p = 0x80000000;
+  let n = lengthB;
+  let k = 3;
+  while (n > 0) {
+    if (n & 1) p = multModP(X2N[k & 31]!, p);
+    n = Math.floor(n / 2);
+    k++;
+  }
+  return ((multModP(p, crcA | 0) ^ crcB) >>> 0) as number;
 }

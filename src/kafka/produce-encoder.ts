@@ -17,7 +17,16 @@
  * (kafkajs-preload.ts); {@link produceEncoderPatched} says whether that worked.
  */
 import { createRequire } from 'node:module';
-import { crc32c } from './crc32c.js';
+import { crc32c, crc32cCombine, crc32cUpdate } from './crc32c.js';
+import {
+  BATCH_HEADER,
+  type BatchBuilder,
+  headerList,
+  lengthOf,
+  sizeOfBytes,
+  sizeOfVarInt,
+  sizeOfVarLong,
+} from './record-batch.js';
 
 const require = createRequire(import.meta.url);
 
@@ -26,6 +35,8 @@ interface Message {
   value?: Buffer | string | null;
   timestamp?: string | number | null;
   headers?: Record<string, unknown>;
+  /** Records written ahead by the collector (record-batch.ts); the entry has no record of its own. */
+  batch?: BatchBuilder;
 }
 interface PartitionData {
   partition: number;
@@ -50,53 +61,8 @@ interface EncoderLike {
   offset: number;
 }
 
-/** Bytes of a record batch before its records (firstOffset … record count). */
-const BATCH_HEADER = 61;
 const MAGIC = 2;
 const TRANSACTIONAL = 16;
-
-const sizeOfVarInt = (v: number): number => {
-  let z = ((v << 1) ^ (v >> 31)) >>> 0;
-  let n = 1;
-  while (z >= 0x80) {
-    n++;
-    z >>>= 7;
-  }
-  return n;
-};
-
-/** Zigzag varlong of a safe integer (a timestamp delta). */
-const sizeOfVarLong = (v: number): number => {
-  let z = v >= 0 ? v * 2 : -v * 2 - 1;
-  let n = 1;
-  while (z >= 0x80) {
-    n++;
-    z = Math.floor(z / 0x80);
-  }
-  return n;
-};
-
-/** Byte length of a key, value or header value (null: none, written as -1). */
-const lengthOf = (v: unknown): number => {
-  if (v === null || v === undefined) return -1;
-  if (Buffer.isBuffer(v)) return v.length;
-  return Buffer.byteLength(String(v), 'utf8');
-};
-
-const sizeOfBytes = (len: number): number => sizeOfVarInt(len) + Math.max(len, 0);
-
-/** Headers as kafkajs flattens them: an array value is one header per element. */
-function headerList(headers: Record<string, unknown> | undefined): Array<[string, unknown]> | undefined {
-  if (headers === undefined || headers === null) return undefined;
-  let out: Array<[string, unknown]> | undefined;
-  for (const k in headers) {
-    const v = headers[k];
-    out ??= [];
-    if (Array.isArray(v)) for (const x of v) out.push([k, x]);
-    else out.push([k, v]);
-  }
-  return out;
-}
 
 class Writer {
   o = 0;
@@ -153,8 +119,99 @@ interface Measured {
   body: number;
 }
 
-function measurePartition(p: PartitionData, now: number) {
+/** One entry of a partition that holds records written ahead: a builder's, or a plain message. */
+type Part =
+  | { batch: BatchBuilder; index: number; size: number }
+  | { batch?: undefined; index: number; rec: Measured };
+
+interface MeasuredPartition {
+  /** Plain messages only: each measured (the batch's base is their minimum timestamp, as kafkajs). */
+  recs: Measured[];
+  /** With records written ahead: the entries in order (the base is the first record's timestamp). */
+  parts?: Part[];
+  count: number;
+  first: number;
+  max: number;
+  size: number;
+}
+
+/** kafkajs's rule for a record's timestamp: `(timestamp || now)`. */
+function stampOf(raw: Message['timestamp'], now: number): number {
+  return raw === null || raw === undefined || raw === '' || raw === 0 ? now : Number(raw);
+}
+
+function measureRecord(m: Message, delta: number, index: number): Measured {
+  const keyLen = lengthOf(m.key);
+  const valueLen = lengthOf(m.value);
+  const headers = headerList(m.headers);
+  let body = 1 + sizeOfVarLong(delta) + sizeOfVarInt(index) + sizeOfBytes(keyLen) + sizeOfBytes(valueLen);
+  let headerLens: number[] | undefined;
+  if (headers === undefined) body += 1;
+  else {
+    body += sizeOfVarInt(headers.length);
+    headerLens = new Array(headers.length);
+    for (let h = 0; h < headers.length; h++) {
+      const [k, v] = headers[h]!;
+      const kl = Buffer.byteLength(k, 'utf8');
+      const vl = lengthOf(v);
+      headerLens[h] = vl;
+      body += sizeOfVarInt(kl) + kl + sizeOfBytes(vl);
+    }
+  }
+  return { m, keyLen, valueLen, headers, headerLens, delta, body };
+}
+
+/**
+ * A partition with records written ahead (batch entries of the collector's builders): one batch
+ * of all its entries in order, based on the first record's timestamp (negative deltas for older
+ * records after it, as the Java producer writes them). The first builder is copied as it is when
+ * it comes first; the others' records get their offset and timestamp deltas rewritten.
+ */
+function measureWithBatches(msgs: Message[], now: number): MeasuredPartition {
+  let base: number | undefined;
+  let max = Number.NEGATIVE_INFINITY;
+  let count = 0;
+  const stamps: number[] = [];
+  for (const m of msgs) {
+    const b = m.batch;
+    if (b !== undefined) {
+      if (b.count === 0) continue;
+      base ??= b.first;
+      if (b.max > max) max = b.max;
+    } else {
+      const t = stampOf(m.timestamp, now);
+      stamps.push(t);
+      base ??= t;
+      if (t > max) max = t;
+    }
+  }
+  base ??= now;
+  if (max === Number.NEGATIVE_INFINITY) max = base;
+  const parts: Part[] = [];
+  let size = BATCH_HEADER;
+  let plain = 0;
+  for (const m of msgs) {
+    const b = m.batch;
+    if (b !== undefined) {
+      if (b.count === 0) continue;
+      const bytes = b.sizeRebased(base, count);
+      parts.push({ batch: b, index: count, size: bytes });
+      size += bytes;
+      count += b.count;
+    } else {
+      const rec = measureRecord(m, stamps[plain++]! - base, count);
+      parts.push({ index: count, rec });
+      size += sizeOfVarInt(rec.body) + rec.body;
+      count++;
+    }
+  }
+  return { recs: [], parts, count, first: base, max, size };
+}
+
+function measurePartition(p: PartitionData, now: number): MeasuredPartition {
   const msgs = p.messages;
+  for (let i = 0; i < msgs.length; i++)
+    if (msgs[i]!.batch !== undefined) return measureWithBatches(msgs, now);
   let first = Number.POSITIVE_INFINITY;
   let max = Number.NEGATIVE_INFINITY;
   const ts = new Array<number>(msgs.length);
@@ -170,31 +227,55 @@ function measurePartition(p: PartitionData, now: number) {
   const recs = new Array<Measured>(msgs.length);
   let size = BATCH_HEADER;
   for (let i = 0; i < msgs.length; i++) {
-    const m = msgs[i]!;
-    const keyLen = lengthOf(m.key);
-    const valueLen = lengthOf(m.value);
-    const headers = headerList(m.headers);
-    const raw = m.timestamp;
+    const raw = msgs[i]!.timestamp;
     // As kafkajs: `(timestamp || now) - first`, so a missing, empty or numeric-0 one is now.
     const delta = (raw === null || raw === undefined || raw === '' || raw === 0 ? now : ts[i]!) - first;
-    let body = 1 + sizeOfVarLong(delta) + sizeOfVarInt(i) + sizeOfBytes(keyLen) + sizeOfBytes(valueLen);
-    let headerLens: number[] | undefined;
-    if (headers === undefined) body += 1;
-    else {
-      body += sizeOfVarInt(headers.length);
-      headerLens = new Array(headers.length);
-      for (let h = 0; h < headers.length; h++) {
-        const [k, v] = headers[h]!;
-        const kl = Buffer.byteLength(k, 'utf8');
-        const vl = lengthOf(v);
-        headerLens[h] = vl;
-        body += sizeOfVarInt(kl) + kl + sizeOfBytes(vl);
-      }
-    }
-    recs[i] = { m, keyLen, valueLen, headers, headerLens, delta, body };
-    size += sizeOfVarInt(body) + body;
+    const r = measureRecord(msgs[i]!, delta, i);
+    recs[i] = r;
+    size += sizeOfVarInt(r.body) + r.body;
   }
-  return { recs, first, max, size };
+  return { recs, count: recs.length, first, max, size };
+}
+
+function writeRecord(w: Writer, r: Measured, index: number): void {
+  const b = w.b;
+  w.varInt(r.body);
+  b[w.o++] = 0; // attributes
+  w.varLong(r.delta);
+  w.varInt(index);
+  w.bytes(r.m.key, r.keyLen);
+  w.bytes(r.m.value, r.valueLen);
+  if (r.headers === undefined) w.varInt(0);
+  else {
+    w.varInt(r.headers.length);
+    for (let h = 0; h < r.headers.length; h++) {
+      const [k, v] = r.headers[h]!;
+      w.bytes(k, Buffer.byteLength(k, 'utf8'));
+      w.bytes(v, r.headerLens![h]!);
+    }
+  }
+}
+
+/** Writes a partition's entries after its batch header (at `start`); returns the batch's CRC. */
+function writeParts(w: Writer, parts: Part[], base: number, start: number): number {
+  const b = w.b;
+  // The CRC covers the header from its attributes on, then the records.
+  let state = crc32cUpdate(-1, b, start + 21, start + BATCH_HEADER);
+  for (let i = 0; i < parts.length; i++) {
+    const part = parts[i]!;
+    const from = w.o;
+    if (part.batch !== undefined) {
+      const bb = part.batch;
+      w.o = bb.writeRebased(b, w.o, base, part.index);
+      if (part.index === 0 && base === bb.first) {
+        // Copied as it is: its CRC is known, combined with the header's.
+        state = crc32cCombine((state ^ -1) >>> 0, bb.crc, bb.len) ^ -1;
+        continue;
+      }
+    } else writeRecord(w, part.rec, part.index);
+    state = crc32cUpdate(state, b, from, w.o);
+  }
+  return (state ^ -1) >>> 0;
 }
 
 type Crc = (b: Buffer) => number;
@@ -236,32 +317,19 @@ function encodeRequest(a: RequestArgs, crc32C: Crc, toBig: (v: RequestArgs['prod
       b.writeInt32BE(0, start + 12); // partition leader epoch
       b.writeInt8(MAGIC, start + 16);
       b.writeInt16BE(attributes, start + 21);
-      b.writeInt32BE(m.recs.length - 1, start + 23);
+      b.writeInt32BE(m.count - 1, start + 23);
       b.writeBigInt64BE(BigInt(m.first), start + 27);
       b.writeBigInt64BE(BigInt(m.max), start + 35);
       b.writeBigInt64BE(producerId, start + 43);
       b.writeInt16BE(epoch, start + 51);
       b.writeInt32BE(p.firstSequence ?? 0, start + 53);
-      b.writeInt32BE(m.recs.length, start + 57);
+      b.writeInt32BE(m.count, start + 57);
       w.o = start + BATCH_HEADER;
-      for (let i = 0; i < m.recs.length; i++) {
-        const r = m.recs[i]!;
-        w.varInt(r.body);
-        b[w.o++] = 0; // attributes
-        w.varLong(r.delta);
-        w.varInt(i);
-        w.bytes(r.m.key, r.keyLen);
-        w.bytes(r.m.value, r.valueLen);
-        if (r.headers === undefined) w.varInt(0);
-        else {
-          w.varInt(r.headers.length);
-          for (let h = 0; h < r.headers.length; h++) {
-            const [k, v] = r.headers[h]!;
-            w.bytes(k, Buffer.byteLength(k, 'utf8'));
-            w.bytes(v, r.headerLens![h]!);
-          }
-        }
+      if (m.parts !== undefined) {
+        b.writeUInt32BE(writeParts(w, m.parts, m.first, start), start + 17);
+        continue;
       }
+      for (let i = 0; i < m.recs.length; i++) writeRecord(w, m.recs[i]!, i);
       b.writeUInt32BE(crc32C(b.subarray(start + 21, w.o)) >>> 0, start + 17);
     }
   }

@@ -25,11 +25,14 @@ export type WrittenOffsets = Map<string, bigint>;
  * checkpoint at half load was 3 requests in a row, each a round trip through a busy event loop
  * on the way to the commit).
  */
-const MAX_SEND_BYTES = 512 * 1024;
+export const MAX_SEND_BYTES = 512 * 1024;
 /** Bytes of one send, all partitions and topics together, at most (roughly). */
 const MAX_REQUEST_BYTES = 16 * 1024 * 1024;
 
 function sizeOf(m: OutRecord): number {
+  // Records written ahead by the collector: their bytes as one batch (the builder's bound keeps it
+  // near MAX_SEND_BYTES, so a partition's next builder goes in the next send).
+  if (m.batch !== undefined) return m.batch.size;
   let n = 64 + (m.key?.length ?? 0) + (m.value?.length ?? 0);
   if (m.headers)
     for (const [k, v] of Object.entries(m.headers))
@@ -161,7 +164,7 @@ function lastOffsets(
       const p = m.partition;
       if (p === undefined) continue;
       per ??= [];
-      per[p] = (per[p] ?? 0) + 1;
+      per[p] = (per[p] ?? 0) + (m.batch === undefined ? 1 : m.batch.count);
     }
     if (per === undefined) continue;
     for (let p = 0; p < per.length; p++) {
@@ -223,6 +226,10 @@ export class PlainProducer {
     this.#p = p;
     this.#partitionsOf = partitionsOfProducer(p);
   }
+  /** A topic's partition count as this producer's metadata knows it (the collector's partitioning). */
+  partitionsOf(topic: string): number | undefined {
+    return this.#partitionsOf(topic);
+  }
   async send(records: TopicRecords): Promise<WrittenOffsets> {
     const written: WrittenOffsets = new Map();
     for (const topicMessages of toSends(records, this.#partitionsOf)) {
@@ -253,6 +260,11 @@ export class TransactionalProducer {
     this.#partitionsOf = partitionsOfProducer(p);
     this.id = id;
     this.timeoutMs = timeoutMs;
+  }
+
+  /** A topic's partition count as this producer's metadata knows it (the collector's partitioning). */
+  partitionsOf(topic: string): number | undefined {
+    return this.#partitionsOf(topic);
   }
 
   /**

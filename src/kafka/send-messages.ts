@@ -22,6 +22,7 @@ import { createRequire } from 'node:module';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { cacheCoordinators } from './coordinator-cache.js';
 import { someInChain } from './error-chain.js';
+import { recordCount } from './record-batch.js';
 
 const require = createRequire(import.meta.url);
 
@@ -184,7 +185,8 @@ export function sendMessagesFactory(groupMessagesPerPartition: Grouper) {
             for (const { topic, partitions } of topicData)
               for (const entry of partitions) {
                 entry.firstSequence = eosManager.getSequence(topic, entry.partition);
-                eosManager.updateSequence(topic, entry.partition, entry.messages.length);
+                // A batch entry (records the collector wrote ahead) stands for its records.
+                eosManager.updateSequence(topic, entry.partition, recordCount(entry.messages));
               }
             let response: unknown;
             try {
@@ -200,7 +202,7 @@ export function sendMessagesFactory(groupMessagesPerPartition: Grouper) {
             } catch (e) {
               for (const { topic, partitions } of topicData)
                 for (const entry of partitions)
-                  eosManager.updateSequence(topic, entry.partition, -entry.messages.length);
+                  eosManager.updateSequence(topic, entry.partition, -recordCount(entry.messages));
               throw e;
             }
             const formatted: Array<{ topicName: string; partition: number }> =

@@ -1,3 +1,5 @@
+import type { BatchBuilder } from './record-batch.js';
+
 /**
  * The record shapes the rest of Sluice sees. They match kafkajs's message objects structurally,
  * so the consumer path hands kafkajs's objects through without copying them.
@@ -28,6 +30,11 @@ export interface OutRecord {
   partition?: number;
   timestamp?: string;
   headers?: Headers;
+  /**
+   * Records the collector wrote ahead into one partition's batch (record-batch.ts): the entry
+   * stands for all of them, has no key or value of its own, and names their partition.
+   */
+  batch?: BatchBuilder;
 }
 
 export interface TopicPartitionOffset {

@@ -9,9 +9,14 @@ export function checkpointSize(lists: Iterable<readonly OutRecord[]>): { records
   let records = 0;
   let bytes = 0;
   for (const l of lists) {
-    records += l.length;
     for (let i = 0; i < l.length; i++) {
       const r = l[i]!;
+      if (r.batch !== undefined) {
+        records += r.batch.count;
+        bytes += r.batch.keyValueBytes;
+        continue;
+      }
+      records++;
       if (r.key) bytes += r.key.length;
       if (r.value) bytes += r.value.length;
     }

@@ -6,6 +6,7 @@ import {
   type TopicRecords,
   type WrittenOffsets,
 } from '../kafka/producer.js';
+import { recordCount } from '../kafka/record-batch.js';
 import type { OutRecord, TopicPartitionOffset } from '../kafka/types.js';
 import { HistogramTally } from '../ops/histogram-tally.js';
 import type { Logger } from '../ops/logger.js';
@@ -68,7 +69,7 @@ export async function writeCheckpoint(
   // took is no longer in it to forget (dirtyRecords would go below zero).
   const cleared = progress.cleared;
   const records = progress.collector.drain();
-  const outputCount = [...records.values()].reduce((a, l) => a + l.length, 0);
+  const outputCount = [...records.values()].reduce((a, l) => a + recordCount(l), 0);
   const changelog = new Map<string, OutRecord[]>();
   store()?.writeChangelog(changelog, d.partition);
   const all = new Map(records);
@@ -140,11 +141,15 @@ export function countOutputs(
   for (const [topic, l] of records) {
     if (topic === d.deadLetterTopic) continue;
     if (topic === d.overflowTopic) {
-      d.metrics.recordsOut.inc({ app, topic }, l.length);
+      d.metrics.recordsOut.inc({ app, topic }, recordCount(l));
       continue;
     }
-    d.metrics.recordsOut.inc({ app, topic }, l.length);
-    for (let i = 0; i < l.length; i++) latency.add(Math.max(0, now - Number(l[i]!.timestamp)) / 1000);
+    d.metrics.recordsOut.inc({ app, topic }, recordCount(l));
+    for (let i = 0; i < l.length; i++) {
+      const b = l[i]!.batch;
+      if (b === undefined) latency.add(Math.max(0, now - Number(l[i]!.timestamp)) / 1000);
+      else for (let j = 0; j < b.count; j++) latency.add(Math.max(0, now - b.stamps[j]!) / 1000);
+    }
     latency.foldInto({ app, topic });
   }
 }

@@ -1,15 +1,54 @@
+import { partitionOfKey } from '../kafka/partitioner.js';
+import type { PartitionsOf } from '../kafka/producer.js';
+import { BatchBuilder } from '../kafka/record-batch.js';
 import type { OutRecord } from '../kafka/types.js';
 import type { Emitter } from './operators.js';
 
 /**
+ * A builder's records go to a new one past this (the bound of a partition's records per send,
+ * producer.ts MAX_SEND_BYTES, less room for the last record): the next goes in the next send.
+ */
+const BUILDER_BYTES = 500 * 1024;
+
+/**
+ * The partition counts of a task's producer for its collector, when it has them (the test
+ * driver's producers know no metadata: their outputs stay plain records).
+ */
+export function partitionsFrom(
+  p: { partitionsOf?(topic: string): number | undefined } | undefined,
+): PartitionsOf | undefined {
+  return typeof p?.partitionsOf === 'function' ? (t) => p.partitionsOf!(t) : undefined;
+}
+
+interface TopicOut {
+  /** The topic's entries: plain records, or one entry per builder (`OutRecord.batch`). */
+  list: OutRecord[];
+  /** The topic's partition count when this interval's first output came; 0: plain records. */
+  partitions: number;
+  /** The builder each partition writes into now. */
+  builders: Array<BatchBuilder | undefined>;
+}
+
+/**
  * Buffers a task's outputs until its next checkpoint. Outputs of a record that failed halfway
  * are taken back (`truncate`), so a poison record leaves no partial output behind.
+ *
+ * Given `partitionsOf` (the task's producer's metadata), an output of a topic whose partition
+ * count is known is written at once into a record batch of its partition (record-batch.ts): its
+ * key's murmur2 hash picks the partition, as the producer's partitioner would. The checkpoint
+ * then sends the bytes as they are, instead of partitioning, measuring, encoding and checksumming
+ * every record between the interval's end and the request leaving, and no object per output
+ * lives until then. A keyless output (round robin at the send) and a topic the metadata does not
+ * know yet stay plain records for the interval, as without it.
  */
 export class Collector implements Emitter {
-  readonly byTopic = new Map<string, OutRecord[]>();
+  readonly #topics = new Map<string, TopicOut>();
   /** Output count, for rollback marks. */
   count = 0;
-  readonly #log: Array<OutRecord[]> = [];
+  /** Per output: the list it went to, or the builder that wrote it. */
+  readonly #log: Array<OutRecord[] | BatchBuilder> = [];
+  /** Partition counts of the task's producer (undefined: every output a plain record). */
+  partitionsOf: PartitionsOf | undefined;
 
   emit(
     topic: string,
@@ -20,14 +59,29 @@ export class Collector implements Emitter {
     /** A given partition (watermark control records); else the key's hash picks it. */
     partition?: number,
   ): void {
-    let list = this.byTopic.get(topic);
-    if (!list) this.byTopic.set(topic, (list = []));
+    let t = this.#topics.get(topic);
+    if (t === undefined) {
+      t = { list: [], partitions: this.partitionsOf?.(topic) ?? 0, builders: [] };
+      this.#topics.set(topic, t);
+    }
+    this.count++;
+    if (t.partitions > 0 && (partition !== undefined || key !== null)) {
+      const p = partition ?? partitionOfKey(key!, t.partitions);
+      let b = t.builders[p];
+      if (b === undefined || b.len >= BUILDER_BYTES) {
+        b = new BatchBuilder(p);
+        t.builders[p] = b;
+        t.list.push({ key: null, value: null, partition: p, batch: b });
+      }
+      b.append(key, value, timestamp, headers);
+      this.#log.push(b);
+      return;
+    }
     const rec: OutRecord = { key, value, timestamp: String(timestamp) };
     if (headers !== undefined) rec.headers = headers as OutRecord['headers'];
     if (partition !== undefined) rec.partition = partition;
-    list.push(rec);
-    this.#log.push(list);
-    this.count++;
+    t.list.push(rec);
+    this.#log.push(t.list);
   }
 
   /** Drops the outputs emitted after `mark` (a value of `count` taken earlier). */
@@ -40,15 +94,19 @@ export class Collector implements Emitter {
 
   /** Hands the buffered outputs over and starts empty. */
   drain(): Map<string, OutRecord[]> {
-    const out = new Map(this.byTopic);
-    this.byTopic.clear();
-    this.#log.length = 0;
-    this.count = 0;
+    const out = new Map<string, OutRecord[]>();
+    for (const [topic, t] of this.#topics) {
+      // A builder whose every record was taken back stays out (a batch holds at least one).
+      const list =
+        t.partitions > 0 ? t.list.filter((e) => e.batch === undefined || e.batch.count > 0) : t.list;
+      if (list.length > 0) out.set(topic, list);
+    }
+    this.clear();
     return out;
   }
 
   clear(): void {
-    this.byTopic.clear();
+    this.#topics.clear();
     this.#log.length = 0;
     this.count = 0;
   }

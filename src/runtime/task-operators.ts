@@ -166,7 +166,12 @@ export function taskParts(d: TaskPartsDeps): {
   };
   if (!d.eos)
     checkpointDeps.outputs = new OutputStream({
-      send: async (records) => (await d.plainProducer()).send(records),
+      send: async (records) => {
+        const p = await d.plainProducer();
+        // Later outputs go into record batches as they come.
+        if (d.progress.collector.partitionsOf === undefined) d.progress.batchWith(p);
+        return p.send(records);
+      },
       sent: (outputs) => countOutputs(checkpointDeps, outputs),
       progress: d.progress,
     });

@@ -1,6 +1,6 @@
 import type { SluiceConfig } from '../config/schema.js';
 import type { SubTopology } from '../topology/build.js';
-import { Collector } from './collector.js';
+import { Collector, partitionsFrom } from './collector.js';
 import { WATERMARK_HEADER, Watermark } from './watermark.js';
 
 /**
@@ -35,6 +35,14 @@ export class TaskProgress {
       advanceMs: p.idleAdvanceMs,
     });
     this.#idleness = p.idleTimeoutMs > 0 || p.idleAdvanceMs > 0;
+  }
+
+  /**
+   * Outputs go into record batches as they come once this producer's metadata knows their topic
+   * (collector.ts). A producer that cannot tell (the test driver's) leaves them plain records.
+   */
+  batchWith(producer: { partitionsOf?(topic: string): number | undefined }): void {
+    this.collector.partitionsOf = partitionsFrom(producer);
   }
 
   /** Next offset to process per input topic, as text (/status); null before the first assignment. */

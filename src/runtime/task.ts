@@ -202,14 +202,14 @@ export class Task {
 
   async #start(watch: StartWatch): Promise<void> {
     const started = Date.now();
-    // 1. Fence: InitProducerId with the task's transactional id aborts or waits out the previous
-    //    owner's transaction, so the offsets read below are stable (EOS v2: the worker's
-    //    transactions wait for stable offsets). Not for a task closed meanwhile (revoked).
+    // 1. Fence: InitProducerId with the task's transactional id aborts or waits out the previous owner's
+    //    transaction, so the offsets read below are stable (EOS v2: stable offsets). Not if revoked.
     if (this.isClosed) return;
     if (this.#eos) {
       const { transactions, client, appId } = this.#deps;
       this.#producer = await (transactions?.(this) ?? client.transactionalProducer(`${appId}-${this.id}`));
       if (this.isClosed) return this.#release();
+      this.#progress.batchWith(this.#producer);
     }
     // 2. Local state, replayed from the changelogs to their end.
     watch.step = 'restore';

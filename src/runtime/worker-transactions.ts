@@ -15,6 +15,11 @@ export interface TaskTransactions {
   ): Promise<WrittenOffsets>;
   /** The task lets go: what it has queued fails, and a transaction holding its records is given up. */
   close(): Promise<void>;
+  /**
+   * A topic's partition count as the producer's metadata knows it, or undefined: given, the task's
+   * collector writes its outputs into record batches as they come (collector.ts).
+   */
+  partitionsOf?(topic: string): number | undefined;
 }
 
 export interface WorkerTransactionsDeps {
@@ -62,6 +67,8 @@ interface Contribution {
 export class WorkerTransactions {
   readonly #d: WorkerTransactionsDeps;
   #producer: Promise<TransactionalProducer> | undefined;
+  /** The producer once made (the last one: a failed one's metadata still knows the topics). */
+  #made: TransactionalProducer | undefined;
   #queue: Contribution[] = [];
   /** The members in the transaction in flight, and its producer. */
   #flight: { members: Set<Member>; producer: TransactionalProducer } | undefined;
@@ -77,12 +84,21 @@ export class WorkerTransactions {
     return this.#d.transactionalId;
   }
 
+  /** A topic's partition count as the producer's metadata knows it (undefined before it is made). */
+  partitionsOf(topic: string): number | undefined {
+    return this.#made?.partitionsOf(topic);
+  }
+
   /** The producer, made (and the previous one's open transaction aborted) once this resolves. */
   ready(): Promise<TransactionalProducer> {
     if (this.#closed) return Promise.reject(new Error(`worker transactions ${this.transactionalId} closed`));
     if (this.#producer === undefined) {
       const p = this.#d.make(this.#d.transactionalId);
       this.#producer = p;
+      p.then(
+        (made) => void (this.#made = made),
+        () => undefined,
+      );
       // A producer that could not be made is made again by the next caller.
       p.catch(() => {
         if (this.#producer === p) this.#producer = undefined;
@@ -349,6 +365,9 @@ class Member implements TaskTransactions {
   }
   begin(commitIntervalMs: number): void {
     if (!this.#closed) this.#w.beginAhead(commitIntervalMs);
+  }
+  partitionsOf(topic: string): number | undefined {
+    return this.#w.partitionsOf(topic);
   }
   commitTransaction(
     records: TopicRecords,

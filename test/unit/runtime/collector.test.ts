@@ -1,0 +1,70 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { partitionForKey } from '../../../src/kafka/partitioner.js';
+import { recordCount } from '../../../src/kafka/record-batch.js';
+import { Collector } from '../../../src/runtime/collector.js';
+
+const key = (i: number) => Buffer.from(`key-${i}`);
+
+test('without partition counts every output is a plain record, as before', () => {
+  const c = new Collector();
+  c.emit('out', key(1), Buffer.from('a'), 1000, undefined);
+  c.emit('out', null, Buffer.from('b'), 0, { h: 'x' }, 3);
+  const out = c.drain();
+  assert.deepEqual(out.get('out'), [
+    { key: key(1), value: Buffer.from('a'), timestamp: '1000' },
+    { key: null, value: Buffer.from('b'), timestamp: '0', headers: { h: 'x' }, partition: 3 },
+  ]);
+  assert.equal(c.count, 0);
+});
+
+test('with partition counts, keyed outputs go into one batch per partition, by the key hash', () => {
+  const c = new Collector();
+  c.partitionsOf = (t) => (t === 'out' ? 4 : undefined);
+  for (let i = 0; i < 100; i++) c.emit('out', key(i), Buffer.from(`v${i}`), 1000 + i, undefined);
+  c.emit('out', null, Buffer.from('keyless'), 5, undefined); // round robin at the send: plain
+  c.emit('out', null, null, 7, { w: '1' }, 2); // a given partition: into its batch
+  c.emit('other', key(1), Buffer.from('x'), 9, undefined); // a topic the metadata does not know
+  assert.equal(c.count, 103);
+  const out = c.drain();
+  const entries = out.get('out')!;
+  assert.equal(recordCount(entries), 102);
+  const batches = entries.filter((e) => e.batch !== undefined);
+  assert.equal(batches.length, 4);
+  for (const e of batches) {
+    assert.equal(e.partition, e.batch!.partition);
+    const expected = Array.from({ length: 100 }, (_, i) => i).filter(
+      (i) => partitionForKey(key(i), 4) === e.partition,
+    );
+    assert.equal(e.batch!.count, expected.length + (e.partition === 2 ? 1 : 0));
+    assert.deepEqual(
+      [...e.batch!.stamps.subarray(0, expected.length)],
+      expected.map((i) => 1000 + i),
+    );
+  }
+  assert.deepEqual(
+    entries.filter((e) => e.batch === undefined),
+    [{ key: null, value: Buffer.from('keyless'), timestamp: '5' }],
+  );
+  assert.equal(out.get('other')![0]!.timestamp, '9');
+  // The interval's partition counts are read again after a drain.
+  c.partitionsOf = () => undefined;
+  c.emit('out', key(1), Buffer.from('a'), 1, undefined);
+  assert.equal(c.drain().get('out')![0]!.batch, undefined);
+});
+
+test('truncate takes outputs back from batches and plain lists alike; an emptied batch is left out', () => {
+  const c = new Collector();
+  c.partitionsOf = (t) => (t === 'out' ? 2 : undefined);
+  c.emit('out', key(1), Buffer.from('kept'), 1, undefined);
+  const mark = c.count;
+  c.emit('out', key(2), Buffer.from('dropped'), 2, undefined);
+  c.emit('plain', key(3), Buffer.from('dropped'), 3, undefined);
+  c.emit('out', key(4), Buffer.from('dropped'), 4, undefined);
+  c.truncate(mark);
+  assert.equal(c.count, 1);
+  const out = c.drain();
+  assert.equal(recordCount(out.get('out')!), 1);
+  assert.equal(out.get('out')!.length, 1, 'the batch of the other partition held only taken-back records');
+  assert.equal(out.get('plain'), undefined);
+});
