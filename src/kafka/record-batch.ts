@@ -317,6 +317,31 @@ export class BatchBuilder {
   }
 }
 
+/**
+ * A builder's records go to a new one past this (the bound of a partition's records per send,
+ * producer.ts MAX_SEND_BYTES, less room for the last record): the next goes in the next send.
+ */
+export const BUILDER_BYTES = 500 * 1024;
+
+/**
+ * Writes a record into the last builder of a list that holds one partition's records (a task's
+ * changelog records at a checkpoint), or into a new one at the list's end past the bound.
+ */
+export function appendToList(
+  list: Array<{ key: unknown; value: unknown; partition?: number; batch?: BatchBuilder }>,
+  partition: number,
+  key: Buffer | null,
+  value: Buffer | null,
+  timestamp: number,
+): void {
+  let b = list[list.length - 1]?.batch;
+  if (b === undefined || b.len >= BUILDER_BYTES) {
+    b = new BatchBuilder(partition);
+    list.push({ key: null, value: null, partition, batch: b });
+  }
+  b.append(key, value, timestamp, undefined);
+}
+
 /** An output list's entry that stands for a {@link BatchBuilder}'s records (see OutRecord.batch). */
 export function isBatch(m: { batch?: BatchBuilder }): boolean {
   return m.batch !== undefined;

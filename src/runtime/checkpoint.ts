@@ -71,7 +71,8 @@ export async function writeCheckpoint(
   const records = progress.collector.drain();
   const outputCount = [...records.values()].reduce((a, l) => a + recordCount(l), 0);
   const changelog = new Map<string, OutRecord[]>();
-  store()?.writeChangelog(changelog, d.partition);
+  // Into record batches when the outputs go into them: a producer that sends batches.
+  store()?.writeChangelog(changelog, d.partition, progress.collector.partitionsOf !== undefined);
   const all = new Map(records);
   for (const [t, l] of changelog) all.set(t, l);
   // The partition's event time goes with its offset (as Kafka Streams does), so that a task
@@ -104,7 +105,7 @@ export async function writeCheckpoint(
     progress.dirtyRecords -= dirtyRecords;
   }
   if (d.eos) countOutputs(d, records);
-  for (const [topic, l] of changelog) d.metrics.changelogRecords.inc({ app, store: topic }, l.length);
+  for (const [topic, l] of changelog) d.metrics.changelogRecords.inc({ app, store: topic }, recordCount(l));
   d.metrics.checkpoints.inc({ app });
   const size = checkpointSize(all.values());
   d.metrics.checkpointRecords.observe({ app }, size.records);

@@ -1,14 +1,8 @@
 import { partitionOfKey } from '../kafka/partitioner.js';
 import type { PartitionsOf } from '../kafka/producer.js';
-import { BatchBuilder } from '../kafka/record-batch.js';
+import { BatchBuilder, BUILDER_BYTES } from '../kafka/record-batch.js';
 import type { OutRecord } from '../kafka/types.js';
 import type { Emitter } from './operators.js';
-
-/**
- * A builder's records go to a new one past this (the bound of a partition's records per send,
- * producer.ts MAX_SEND_BYTES, less room for the last record): the next goes in the next send.
- */
-const BUILDER_BYTES = 500 * 1024;
 
 /**
  * The partition counts of a task's producer for its collector, when it has them (the test

@@ -1,5 +1,6 @@
 import { TaskCorruptedError } from '../errors.js';
 import type { WrittenOffsets } from '../kafka/producer.js';
+import { appendToList } from '../kafka/record-batch.js';
 import type { OutRecord } from '../kafka/types.js';
 import {
   type ChangelogRecordView,
@@ -218,7 +219,7 @@ export class RocksTaskState implements TaskState {
   /** Writes counted when the pending checkpoint took its snapshot. */
   #snapshotWrites = 0;
 
-  writeChangelog(out: Map<string, OutRecord[]>, partition: number): void {
+  writeChangelog(out: Map<string, OutRecord[]>, partition: number, batched = false): void {
     // Snapshots first (an async stage writes the records it holds): their writes are this checkpoint's.
     for (const t of this.#timers) t.snapshot?.();
     this.#snapshotWrites = this.#writes;
@@ -228,7 +229,8 @@ export class RocksTaskState implements TaskState {
     // value serialized), one object less per dirty key.
     const ops = dirty as unknown as WriteOp[];
     // An explicit timestamp (CreateTime), so that the fingerprint of the last record is known.
-    const timestamp = Date.now().toString();
+    const now = Date.now();
+    const timestamp = now.toString();
     for (let i = 0; i < dirty.length; i++) {
       const e = dirty[i]!;
       const info = this.stores.get(e.store)!;
@@ -236,7 +238,8 @@ export class RocksTaskState implements TaskState {
       ops[i]!.value = bytes;
       let list = out.get(info.changelog);
       if (!list) out.set(info.changelog, (list = []));
-      list.push({ key: e.key, value: bytes, partition, timestamp });
+      if (batched) appendToList(list, partition, e.key, bytes, now);
+      else list.push({ key: e.key, value: bytes, partition, timestamp });
       // Sends keep each topic's order, so the last pushed gets the highest offset.
       let last = this.#pendingLast.get(e.store);
       if (!last) this.#pendingLast.set(e.store, (last = { key: e.key, value: bytes, timestamp, count: 0 }));

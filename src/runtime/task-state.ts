@@ -23,7 +23,8 @@ export interface TaskState {
   /** The stores and cache that handles, timers and async stages are built on. */
   readonly keyed?: KeyedState;
   /** Adds the latest value (or a tombstone) of every dirty key to `out`, by changelog topic. */
-  writeChangelog(out: Map<string, OutRecord[]>, partition: number): void;
+  /** `batched`: written into record batches (record-batch.ts), as the task's producer sends them. */
+  writeChangelog(out: Map<string, OutRecord[]>, partition: number, batched?: boolean): void;
   /** After the Kafka commit: one atomic RocksDB batch with the dirty keys and the meta entry. */
   commitLocal(written: WrittenOffsets): Promise<void>;
   /** Fires due timers (event time up to the watermark, processing time up to now; either may be skipped). */

@@ -4,7 +4,7 @@ import { test } from 'node:test';
 import { prng as rng } from '../../../examples/prng.js';
 import { crc32c } from '../../../src/kafka/crc32c.js';
 import { encodeProduceV3 } from '../../../src/kafka/produce-encoder.js';
-import { BatchBuilder, recordCount } from '../../../src/kafka/record-batch.js';
+import { appendToList, BatchBuilder, BUILDER_BYTES, recordCount } from '../../../src/kafka/record-batch.js';
 
 const require = createRequire(import.meta.url);
 const Long = require('kafkajs/src/utils/long.js');
@@ -134,4 +134,19 @@ test('pop takes the last record back: bytes, CRC, max and sizes as if it had nev
     fresh.append(x.key, x.value, x.timestamp, x.headers);
   }
   assert.ok(request([{ batch: b }]).equals(request([{ batch: fresh }])));
+});
+
+test('appendToList fills the last builder, and starts a new one past the bound (the next send)', () => {
+  const list: any[] = [];
+  const value = Buffer.alloc(10_000, 1);
+  for (let i = 0; i < 120; i++) appendToList(list, 5, Buffer.from(`k${i}`), value, 1000 + i);
+  assert.equal(recordCount(list), 120);
+  assert.ok(list.length >= 2, 'split');
+  for (const e of list) {
+    assert.equal(e.partition, 5);
+    assert.equal(e.batch.partition, 5);
+    assert.ok(e.batch.len < BUILDER_BYTES + 10_100, 'each near the bound at most');
+  }
+  // In order: the second builder's first record follows the first builder's last.
+  assert.equal(list[1].batch.first, list[0].batch.stamps[list[0].batch.count - 1] + 1);
 });
