@@ -135,9 +135,10 @@ interface MeasuredPartition {
   size: number;
 }
 
-/** kafkajs's rule for a record's timestamp: `(timestamp || now)`. */
+/** kafkajs's rule for a record's timestamp: `(timestamp || now)`; one that is not a number: now. */
 function stampOf(raw: Message['timestamp'], now: number): number {
-  return raw === null || raw === undefined || raw === '' || raw === 0 ? now : Number(raw);
+  const t = raw === null || raw === undefined || raw === '' || raw === 0 ? now : Number(raw);
+  return Number.isFinite(t) ? t : now;
 }
 
 function measureRecord(m: Message, delta: number, index: number): Measured {

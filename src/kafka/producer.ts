@@ -30,8 +30,8 @@ export const MAX_SEND_BYTES = 512 * 1024;
 const MAX_REQUEST_BYTES = 16 * 1024 * 1024;
 
 function sizeOf(m: OutRecord): number {
-  // Records written ahead by the collector: their bytes as one batch (the builder's bound keeps it
-  // near MAX_SEND_BYTES, so a partition's next builder goes in the next send).
+  // Records written ahead by the collector: their bytes as one batch (under MAX_SEND_BYTES unless
+  // one record is larger; two builders of a partition that fit one send together are merged).
   if (m.batch !== undefined) return m.batch.size;
   let n = 64 + (m.key?.length ?? 0) + (m.value?.length ?? 0);
   if (m.headers)

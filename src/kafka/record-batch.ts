@@ -147,7 +147,9 @@ function readVarInt(b: Buffer, o: number): { value: number; size: number } {
   return { value: (z >>> 1) ^ -(z & 1), size: i - o };
 }
 
-const INITIAL_BYTES = 4096;
+/** A builder starts this small (at-least-once makes one per partition and batch) and doubles. */
+const INITIAL_BYTES = 1024;
+const INITIAL_RECORDS = 16;
 
 /**
  * One partition's records, written as they come: the records part of one record batch, its
@@ -174,9 +176,9 @@ export class BatchBuilder {
   constructor(partition: number) {
     this.partition = partition;
     this.buf = Buffer.allocUnsafe(INITIAL_BYTES);
-    this.starts = new Int32Array(64);
-    this.stamps = new Float64Array(64);
-    this.#crcs = new Int32Array(64);
+    this.starts = new Int32Array(INITIAL_RECORDS);
+    this.stamps = new Float64Array(INITIAL_RECORDS);
+    this.#crcs = new Int32Array(INITIAL_RECORDS);
   }
 
   /** The CRC-32C of the records' bytes. */
@@ -189,16 +191,20 @@ export class BatchBuilder {
     return BATCH_HEADER + this.len;
   }
 
-  /** Writes one record; returns its size in bytes. */
+  /**
+   * Writes one record; returns its size in bytes. With `bound`, a record that would take a
+   * builder holding records past that many bytes is not written: -1 (a batch of its own then).
+   * `timestamp` is a safe integer (the collector sends others as plain records).
+   */
   append(
     key: Buffer | string | null,
     value: Buffer | string | null,
     timestamp: number,
     headers: Record<string, unknown> | undefined,
+    bound = Number.POSITIVE_INFINITY,
   ): number {
     const i = this.count;
-    if (i === 0) this.first = timestamp;
-    const delta = timestamp - this.first;
+    const delta = i === 0 ? 0 : timestamp - this.first;
     const keyLen = lengthOf(key);
     const valueLen = lengthOf(value);
     const hs = headerList(headers);
@@ -211,6 +217,8 @@ export class BatchBuilder {
       sizeOfBytes(valueLen) +
       (hm?.size ?? 1);
     const need = sizeOfVarInt(body) + body;
+    if (i > 0 && this.len + need > bound) return -1;
+    if (i === 0) this.first = timestamp;
     if (this.len + need > this.buf.length) this.#grow(this.len + need);
     if (i === this.starts.length) this.#growIndex();
     const start = this.len;
@@ -318,8 +326,10 @@ export class BatchBuilder {
 }
 
 /**
- * A builder's records go to a new one past this (the bound of a partition's records per send,
- * producer.ts MAX_SEND_BYTES, less room for the last record): the next goes in the next send.
+ * A record that would take a builder past this goes to a new one (a record larger than it gets a
+ * builder of its own). Below producer.ts MAX_SEND_BYTES, the bound of a partition's bytes per
+ * send, so that a builder always fits one send, and two merged there stay within it; far below
+ * the broker's `message.max.bytes` (1 MiB).
  */
 export const BUILDER_BYTES = 500 * 1024;
 
@@ -334,12 +344,11 @@ export function appendToList(
   value: Buffer | null,
   timestamp: number,
 ): void {
-  let b = list[list.length - 1]?.batch;
-  if (b === undefined || b.len >= BUILDER_BYTES) {
-    b = new BatchBuilder(partition);
-    list.push({ key: null, value: null, partition, batch: b });
-  }
-  b.append(key, value, timestamp, undefined);
+  const b = list[list.length - 1]?.batch;
+  if (b !== undefined && b.append(key, value, timestamp, undefined, BUILDER_BYTES) >= 0) return;
+  const next = new BatchBuilder(partition);
+  next.append(key, value, timestamp, undefined);
+  list.push({ key: null, value: null, partition, batch: next });
 }
 
 /** An output list's entry that stands for a {@link BatchBuilder}'s records (see OutRecord.batch). */

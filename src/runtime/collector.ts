@@ -58,17 +58,19 @@ export class Collector implements Emitter {
       t = { list: [], partitions: this.partitionsOf?.(topic) ?? 0, builders: [] };
       this.#topics.set(topic, t);
     }
-    this.count++;
-    if (t.partitions > 0 && (partition !== undefined || key !== null)) {
+    // A timestamp that is not a whole number of ms (a user's bad one) goes as before, plain.
+    if (t.partitions > 0 && (partition !== undefined || key !== null) && Number.isSafeInteger(timestamp)) {
       const p = partition ?? partitionOfKey(key!, t.partitions);
       let b = t.builders[p];
-      if (b === undefined || b.len >= BUILDER_BYTES) {
+      if (b === undefined || b.append(key, value, timestamp, headers, BUILDER_BYTES) < 0) {
         b = new BatchBuilder(p);
+        b.append(key, value, timestamp, headers);
         t.builders[p] = b;
         t.list.push({ key: null, value: null, partition: p, batch: b });
       }
-      b.append(key, value, timestamp, headers);
+      // Counted once written: a record that failed to write leaves the marks as they were.
       this.#log.push(b);
+      this.count++;
       return;
     }
     const rec: OutRecord = { key, value, timestamp: String(timestamp) };
@@ -76,6 +78,7 @@ export class Collector implements Emitter {
     if (partition !== undefined) rec.partition = partition;
     t.list.push(rec);
     this.#log.push(t.list);
+    this.count++;
   }
 
   /** Drops the outputs emitted after `mark` (a value of `count` taken earlier). */

@@ -67,7 +67,10 @@ interface Contribution {
 export class WorkerTransactions {
   readonly #d: WorkerTransactionsDeps;
   #producer: Promise<TransactionalProducer> | undefined;
-  /** The producer once made (the last one: a failed one's metadata still knows the topics). */
+  /**
+   * The producer last made. A failed one is closed, and its metadata with it: until the next is
+   * made, `partitionsOf` answers undefined and outputs go as plain records.
+   */
   #made: TransactionalProducer | undefined;
   #queue: Contribution[] = [];
   /** The members in the transaction in flight, and its producer. */

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { partitionForKey } from '../../../src/kafka/partitioner.js';
-import { recordCount } from '../../../src/kafka/record-batch.js';
+import { BUILDER_BYTES, recordCount } from '../../../src/kafka/record-batch.js';
 import { Collector } from '../../../src/runtime/collector.js';
 
 const key = (i: number) => Buffer.from(`key-${i}`);
@@ -67,4 +67,50 @@ test('truncate takes outputs back from batches and plain lists alike; an emptied
   assert.equal(recordCount(out.get('out')!), 1);
   assert.equal(out.get('out')!.length, 1, 'the batch of the other partition held only taken-back records');
   assert.equal(out.get('plain'), undefined);
+});
+
+test('a builder stays within its bound: the record that would pass it starts the next one', () => {
+  const c = new Collector();
+  c.partitionsOf = () => 1;
+  const value = Buffer.alloc(100_000, 1);
+  for (let i = 0; i < 12; i++) c.emit('out', key(i), value, i, undefined);
+  c.emit('out', key(99), Buffer.alloc(BUILDER_BYTES + 1000, 2), 99, undefined); // alone in its own
+  c.emit('out', key(100), value, 100, undefined);
+  const list = c.drain().get('out')!;
+  assert.equal(recordCount(list), 14);
+  assert.deepEqual(
+    list.map((e) => e.batch!.count),
+    [5, 5, 2, 1, 1],
+  );
+  for (const e of list.slice(0, 3)) assert.ok(e.batch!.len <= BUILDER_BYTES);
+});
+
+test('a timestamp that is not a whole number of ms stays a plain record (as before)', () => {
+  const c = new Collector();
+  c.partitionsOf = () => 2;
+  c.emit('out', key(1), Buffer.from('a'), Number.NaN, undefined);
+  c.emit('out', key(2), Buffer.from('b'), 1.5, undefined);
+  const list = c.drain().get('out')!;
+  assert.deepEqual(
+    list.map((e) => e.timestamp),
+    ['NaN', '1.5'],
+  );
+});
+
+test('an output that fails to be written leaves the count and the marks as they were', () => {
+  const c = new Collector();
+  c.partitionsOf = () => 1;
+  c.emit('out', key(1), Buffer.from('kept'), 1, undefined);
+  const mark = c.count;
+  const bad = {
+    toString() {
+      throw new Error('not a header value');
+    },
+  };
+  assert.throws(() => c.emit('out', key(2), Buffer.from('x'), 2, { bad }), /not a header value/);
+  assert.equal(c.count, mark);
+  c.emit('out', key(3), Buffer.from('y'), 3, undefined);
+  c.truncate(mark);
+  const list = c.drain().get('out')!;
+  assert.equal(recordCount(list), 1, 'the record before the mark is still there');
 });
