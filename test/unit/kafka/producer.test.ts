@@ -1,6 +1,11 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { isFencedError, isGenerationFenced, TransactionalProducer } from '../../../src/kafka/producer.js';
+import {
+  isFencedError,
+  isGenerationFenced,
+  PlainProducer,
+  TransactionalProducer,
+} from '../../../src/kafka/producer.js';
 
 /**
  * kafkajs retries some transactional errors for a long time (AddPartitionsToTxn for a deleted
@@ -416,4 +421,50 @@ test('a committed transaction should tell where its time went; a failed one noth
   await commitOne(tx(false), () => {
     throw new Error('a broken observer');
   });
+});
+
+test('sends asked for while one is in flight go together in one request after it; a failure fails them all', async () => {
+  const requests: Array<{ topic: string; values: string[] }[]> = [];
+  let answer: (() => void) | undefined;
+  let fail = false;
+  const producer = {
+    sendBatch: ({ topicMessages }: any) => {
+      requests.push(
+        topicMessages.map((t: any) => ({
+          topic: t.topic,
+          values: t.messages.map((m: any) => String(m.value)),
+        })),
+      );
+      return new Promise((resolve, reject) => {
+        answer = () => (fail ? reject(new Error('broker gone')) : resolve([]));
+      });
+    },
+    disconnect: async () => undefined,
+  };
+  const p = new PlainProducer(producer as any);
+  const one = (topic: string, ...values: string[]) =>
+    new Map([[topic, values.map((v) => ({ key: null, value: Buffer.from(v), partition: 0 }))]]);
+  const first = p.send(one('out', 'a1'));
+  const second = p.send(one('out', 'b1', 'b2'));
+  const third = p.send(one('changelog-c', 'c1'));
+  await new Promise((r) => setImmediate(r));
+  assert.equal(requests.length, 1, 'the later two wait for the first');
+  answer!();
+  await first;
+  await new Promise((r) => setImmediate(r));
+  assert.deepEqual(requests[1], [
+    { topic: 'out', values: ['b1', 'b2'] },
+    { topic: 'changelog-c', values: ['c1'] },
+  ]);
+  fail = true;
+  answer!();
+  await assert.rejects(second, /broker gone/);
+  await assert.rejects(third, /broker gone/);
+  // The next one goes on its own again.
+  fail = false;
+  const fourth = p.send(one('out', 'd1'));
+  await new Promise((r) => setImmediate(r));
+  assert.equal(requests.length, 3);
+  answer!();
+  await fourth;
 });
