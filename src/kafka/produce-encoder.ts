@@ -135,10 +135,13 @@ interface MeasuredPartition {
   size: number;
 }
 
-/** kafkajs's rule for a record's timestamp: `(timestamp || now)`; one that is not a number: now. */
+/**
+ * kafkajs's rule for a record's timestamp: `(timestamp || now)`; one that is not a whole number of
+ * ms (NaN, 1.5, Infinity: a batch's int64 fields cannot hold it) is now too.
+ */
 function stampOf(raw: Message['timestamp'], now: number): number {
   const t = raw === null || raw === undefined || raw === '' || raw === 0 ? now : Number(raw);
-  return Number.isFinite(t) ? t : now;
+  return Number.isSafeInteger(t) ? t : now;
 }
 
 function measureRecord(m: Message, delta: number, index: number): Measured {
@@ -218,8 +221,10 @@ function measurePartition(p: PartitionData, now: number): MeasuredPartition {
   const ts = new Array<number>(msgs.length);
   for (let i = 0; i < msgs.length; i++) {
     const raw = msgs[i]!.timestamp;
-    // kafkajs: a missing (or empty) timestamp is the send time, and does not count for first/max.
-    const t = raw === null || raw === undefined || raw === '' ? Number.NaN : Number(raw);
+    // kafkajs: a missing (or empty) timestamp is the send time, and does not count for first/max;
+    // nor does one that is not a whole number of ms (it would make the batch's int64 fields throw).
+    const n = raw === null || raw === undefined || raw === '' ? Number.NaN : Number(raw);
+    const t = Number.isSafeInteger(n) ? n : Number.NaN;
     ts[i] = t;
     if (t < first) first = t;
     if (t > max) max = t;
@@ -230,7 +235,7 @@ function measurePartition(p: PartitionData, now: number): MeasuredPartition {
   for (let i = 0; i < msgs.length; i++) {
     const raw = msgs[i]!.timestamp;
     // As kafkajs: `(timestamp || now) - first`, so a missing, empty or numeric-0 one is now.
-    const delta = (raw === null || raw === undefined || raw === '' || raw === 0 ? now : ts[i]!) - first;
+    const delta = (raw === 0 || Number.isNaN(ts[i]!) ? now : ts[i]!) - first;
     const r = measureRecord(msgs[i]!, delta, i);
     recs[i] = r;
     size += sizeOfVarInt(r.body) + r.body;

@@ -33,7 +33,8 @@ interface TopicOut {
  * then sends the bytes as they are, instead of partitioning, measuring, encoding and checksumming
  * every record between the interval's end and the request leaving, and no object per output
  * lives until then. A keyless output (round robin at the send) and a topic the metadata does not
- * know yet stay plain records for the interval, as without it.
+ * know yet stay plain records for the interval, as without it. A timestamp that is not a whole
+ * number of ms becomes the time of the write (the encoder sends a plain one with the send time).
  */
 export class Collector implements Emitter {
   readonly #topics = new Map<string, TopicOut>();
@@ -58,13 +59,15 @@ export class Collector implements Emitter {
       t = { list: [], partitions: this.partitionsOf?.(topic) ?? 0, builders: [] };
       this.#topics.set(topic, t);
     }
-    // A timestamp that is not a whole number of ms (a user's bad one) goes as before, plain.
-    if (t.partitions > 0 && (partition !== undefined || key !== null) && Number.isSafeInteger(timestamp)) {
+    if (t.partitions > 0 && (partition !== undefined || key !== null)) {
+      // A timestamp that is not a whole number of ms (a user's bad one) cannot be a batch's base:
+      // such a record gets the time it is written, as the encoder gives a plain one.
+      const ts = Number.isSafeInteger(timestamp) ? timestamp : Date.now();
       const p = partition ?? partitionOfKey(key!, t.partitions);
       let b = t.builders[p];
-      if (b === undefined || b.append(key, value, timestamp, headers, BUILDER_BYTES) < 0) {
+      if (b === undefined || b.append(key, value, ts, headers, BUILDER_BYTES) < 0) {
         b = new BatchBuilder(p);
-        b.append(key, value, timestamp, headers);
+        b.append(key, value, ts, headers);
         t.builders[p] = b;
         t.list.push({ key: null, value: null, partition: p, batch: b });
       }

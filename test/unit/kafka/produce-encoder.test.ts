@@ -113,3 +113,36 @@ test('a compressed batch keeps kafkajs encoding', async () => {
   assert.ok(buf.length > 0);
   assert.equal(req.apiVersion, 3);
 });
+
+test('a timestamp that is not a whole number of ms is sent as the send time, not thrown on', () => {
+  const args = {
+    acks: -1,
+    timeout: 1000,
+    topicData: [
+      {
+        topic: 't',
+        partitions: [
+          {
+            partition: 0,
+            messages: [
+              { key: 'a', value: 'x', timestamp: '1000' },
+              { key: 'b', value: 'y', timestamp: '1.5' },
+              { key: 'c', value: 'z', timestamp: 'NaN' },
+              { key: 'd', value: 'w', timestamp: String(2 ** 63) },
+            ],
+          },
+        ],
+      },
+    ],
+  };
+  const now = Date.now;
+  Date.now = () => 5000;
+  try {
+    const ours = encodeProduceV3(args);
+    const batch = 2 + 2 + 4 + 4 + 3 + 4 + 4 + 4;
+    assert.equal(ours.readBigInt64BE(batch + 27), 1000n, 'first: the one valid timestamp');
+    assert.equal(ours.readBigInt64BE(batch + 35), 1000n, 'max: the others do not count');
+  } finally {
+    Date.now = now;
+  }
+});

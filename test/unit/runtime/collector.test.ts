@@ -85,16 +85,20 @@ test('a builder stays within its bound: the record that would pass it starts the
   for (const e of list.slice(0, 3)) assert.ok(e.batch!.len <= BUILDER_BYTES);
 });
 
-test('a timestamp that is not a whole number of ms stays a plain record (as before)', () => {
+test('a timestamp that is not a whole number of ms gets the time of the write, in its place in the batch', () => {
   const c = new Collector();
-  c.partitionsOf = () => 2;
-  c.emit('out', key(1), Buffer.from('a'), Number.NaN, undefined);
-  c.emit('out', key(2), Buffer.from('b'), 1.5, undefined);
+  c.partitionsOf = () => 1;
+  const before = Date.now();
+  c.emit('out', key(1), Buffer.from('a'), 5, undefined);
+  c.emit('out', key(2), Buffer.from('b'), Number.NaN, undefined);
+  c.emit('out', key(3), Buffer.from('c'), 1.5, undefined);
+  c.emit('out', key(4), Buffer.from('d'), 7, undefined);
   const list = c.drain().get('out')!;
-  assert.deepEqual(
-    list.map((e) => e.timestamp),
-    ['NaN', '1.5'],
-  );
+  assert.equal(list.length, 1, 'one batch, in order');
+  const stamps = [...list[0]!.batch!.stamps.subarray(0, 4)];
+  assert.equal(stamps[0], 5);
+  assert.ok(stamps[1]! >= before && stamps[2]! >= before);
+  assert.equal(stamps[3], 7);
 });
 
 test('an output that fails to be written leaves the count and the marks as they were', () => {
