@@ -100,6 +100,13 @@ const kafka = z
     /** How often a worker heartbeats; must be well below sessionTimeoutMs. */
     heartbeatIntervalMs: z.number().int().min(100).max(60_000).default(3000),
     /**
+     * At-least-once: how long a produce request waits for more records after the first it holds
+     * (Kafka's producer `linger.ms`, 5 by default since Kafka 4.0, KIP-1030). The worker's tasks
+     * send their outputs after each batch; without a wait a request carries only what came while
+     * the one before was in flight. Exactly-once sends once per checkpoint and does not wait.
+     */
+    lingerMs: z.number().int().min(0).max(1000).default(5),
+    /**
      * Static group membership (KIP-345): the worker joins with a `group.instance.id`, so a restart
      * within sessionTimeoutMs gets its tasks back without a rebalance, and a stop does not leave
      * the group (see leaveGroupOnClose). `false`: a dynamic member, which leaves on every stop.

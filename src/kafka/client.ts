@@ -80,7 +80,7 @@ export class KafkaClient {
       createPartitioner: createKeyPartitioner(),
     });
     await p.connect();
-    return new PlainProducer(p);
+    return new PlainProducer(p, this.settings.lingerMs ?? 0);
   }
 
   /**

@@ -222,9 +222,12 @@ function brokerErrorIn(types: readonly string[], codes: readonly number[]): (e: 
 export class PlainProducer {
   readonly #p: Producer;
   readonly #partitionsOf: PartitionsOf;
-  constructor(p: Producer) {
+  readonly #lingerMs: number;
+  /** `lingerMs`: how long a request waits for more sends after the first it holds (`kafka.lingerMs`). */
+  constructor(p: Producer, lingerMs = 0) {
     this.#p = p;
     this.#partitionsOf = partitionsOfProducer(p);
+    this.#lingerMs = lingerMs;
   }
   /** A topic's partition count as this producer's metadata knows it (the collector's partitioning). */
   partitionsOf(topic: string): number | undefined {
@@ -235,6 +238,8 @@ export class PlainProducer {
     records: TopicRecords;
     resolve: (w: WrittenOffsets) => void;
     reject: (e: unknown) => void;
+    /** When it was asked for (performance.now()). */
+    at: number;
   }> = [];
   #sending = false;
   #closed = false;
@@ -253,7 +258,7 @@ export class PlainProducer {
   send(records: TopicRecords): Promise<WrittenOffsets> {
     if (this.#closed) return Promise.reject(new Error('the producer is closed'));
     return new Promise((resolve, reject) => {
-      this.#waiting.push({ records, resolve, reject });
+      this.#waiting.push({ records, resolve, reject, at: performance.now() });
       if (!this.#sending) void this.#drain();
     });
   }
@@ -262,7 +267,11 @@ export class PlainProducer {
     this.#sending = true;
     try {
       while (this.#waiting.length > 0) {
+        // As Kafka's producer's linger.ms: the request waits for more, from its first send's ask.
+        const linger = this.#lingerMs - (performance.now() - this.#waiting[0]!.at);
+        if (linger > 0) await sleep(linger);
         const group = this.#waiting.splice(0);
+        if (group.length === 0) continue; // closed meanwhile
         if (group.length === 1) {
           await this.#sendNow(group[0]!.records).then(group[0]!.resolve, group[0]!.reject);
           continue;

@@ -61,6 +61,8 @@ export interface KafkaSettings {
   requestTimeoutMs: number;
   sessionTimeoutMs: number;
   heartbeatIntervalMs: number;
+  /** How long an at-least-once request waits for more records (`kafka.lingerMs`); 0 when unset. */
+  lingerMs?: number;
   /** TLS: paths to PEM files (read once, when the client is made). */
   ssl?: {
     enabled: boolean;

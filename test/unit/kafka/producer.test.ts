@@ -480,3 +480,23 @@ test('sends asked for while one is in flight go together in one request after it
   answer!();
   await fifth;
 });
+
+test('with a linger, a request waits that long after its first send for more (as linger.ms)', async () => {
+  const requests: number[] = [];
+  const producer = {
+    sendBatch: async ({ topicMessages }: any) => {
+      requests.push(topicMessages.reduce((n: number, t: any) => n + t.messages.length, 0));
+      return [];
+    },
+    disconnect: async () => undefined,
+  };
+  const p = new PlainProducer(producer as any, 30);
+  const one = () => new Map([['out', [{ key: null, value: Buffer.from('x'), partition: 0 }]]]);
+  const started = performance.now();
+  const first = p.send(one());
+  await new Promise((r) => setTimeout(r, 5));
+  const second = p.send(one());
+  await Promise.all([first, second]);
+  assert.deepEqual(requests, [2], 'one request for both');
+  assert.ok(performance.now() - started >= 25, 'after the linger');
+});
