@@ -18,15 +18,7 @@
  */
 import { createRequire } from 'node:module';
 import { crc32c, crc32cCombine, crc32cUpdate } from './crc32c.js';
-import {
-  BATCH_HEADER,
-  type BatchBuilder,
-  headerList,
-  lengthOf,
-  sizeOfBytes,
-  sizeOfVarInt,
-  sizeOfVarLong,
-} from './record-batch.js';
+import { BATCH_HEADER, type BatchBuilder, lengthOf, measureBody, sizeOfVarInt } from './record-batch.js';
 
 const require = createRequire(import.meta.url);
 
@@ -145,24 +137,7 @@ function stampOf(raw: Message['timestamp'], now: number): number {
 }
 
 function measureRecord(m: Message, delta: number, index: number): Measured {
-  const keyLen = lengthOf(m.key);
-  const valueLen = lengthOf(m.value);
-  const headers = headerList(m.headers);
-  let body = 1 + sizeOfVarLong(delta) + sizeOfVarInt(index) + sizeOfBytes(keyLen) + sizeOfBytes(valueLen);
-  let headerLens: number[] | undefined;
-  if (headers === undefined) body += 1;
-  else {
-    body += sizeOfVarInt(headers.length);
-    headerLens = new Array(headers.length);
-    for (let h = 0; h < headers.length; h++) {
-      const [k, v] = headers[h]!;
-      const kl = Buffer.byteLength(k, 'utf8');
-      const vl = lengthOf(v);
-      headerLens[h] = vl;
-      body += sizeOfVarInt(kl) + kl + sizeOfBytes(vl);
-    }
-  }
-  return { m, keyLen, valueLen, headers, headerLens, delta, body };
+  return { m, delta, ...measureBody(m.key, m.value, m.headers, delta, index) };
 }
 
 /**

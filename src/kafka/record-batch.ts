@@ -117,6 +117,36 @@ export function measureHeaders(headers: Array<[string, unknown]> | undefined): {
   return { size, lens };
 }
 
+/** What one record's body needs (magic 2), measured once: its size, and the lengths to write. */
+export interface MeasuredBody {
+  keyLen: number;
+  valueLen: number;
+  headers: Array<[string, unknown]> | undefined;
+  headerLens: number[] | undefined;
+  body: number;
+}
+
+export function measureBody(
+  key: unknown,
+  value: unknown,
+  headers: Record<string, unknown> | undefined,
+  delta: number,
+  index: number,
+): MeasuredBody {
+  const keyLen = lengthOf(key);
+  const valueLen = lengthOf(value);
+  const hs = headerList(headers);
+  const hm = hs === undefined ? undefined : measureHeaders(hs);
+  const body =
+    1 +
+    sizeOfVarLong(delta) +
+    sizeOfVarInt(index) +
+    sizeOfBytes(keyLen) +
+    sizeOfBytes(valueLen) +
+    (hm?.size ?? 1);
+  return { keyLen, valueLen, headers: hs, headerLens: hm?.lens, body };
+}
+
 export function putHeaders(
   b: Buffer,
   o: number,
@@ -205,17 +235,7 @@ export class BatchBuilder {
   ): number {
     const i = this.count;
     const delta = i === 0 ? 0 : timestamp - this.first;
-    const keyLen = lengthOf(key);
-    const valueLen = lengthOf(value);
-    const hs = headerList(headers);
-    const hm = hs === undefined ? undefined : measureHeaders(hs);
-    const body =
-      1 +
-      sizeOfVarLong(delta) +
-      sizeOfVarInt(i) +
-      sizeOfBytes(keyLen) +
-      sizeOfBytes(valueLen) +
-      (hm?.size ?? 1);
+    const { keyLen, valueLen, headers: hs, headerLens, body } = measureBody(key, value, headers, delta, i);
     const need = sizeOfVarInt(body) + body;
     if (i > 0 && this.len + need > bound) return -1;
     if (i === 0) this.first = timestamp;
@@ -229,7 +249,7 @@ export class BatchBuilder {
     o = putVarInt(b, o, i);
     o = putBytes(b, o, key, keyLen);
     o = putBytes(b, o, value, valueLen);
-    o = putHeaders(b, o, hs, hm?.lens);
+    o = putHeaders(b, o, hs, headerLens);
     if (o - start !== need) throw new Error(`record measured ${need} bytes, wrote ${o - start}`);
     this.starts[i] = start;
     this.stamps[i] = timestamp;

@@ -72,26 +72,20 @@ test('it writes the same bytes as kafkajs, for keys, values and headers of every
   }
 });
 
+/** A request of one topic 't' with one partition (0) holding these messages. */
+const onePartition = (messages: Array<Record<string, string>>) => ({
+  acks: 1,
+  timeout: 1000,
+  topicData: [{ topic: 't', partitions: [{ partition: 0, messages }] }],
+});
+
 test('the first and max timestamps are numeric (kafkajs sorts them as strings)', async () => {
-  const args = {
-    acks: 1,
-    timeout: 1000,
-    topicData: [
-      {
-        topic: 't',
-        partitions: [
-          {
-            partition: 0,
-            messages: [
-              { key: 'a', value: 'x', timestamp: '999' },
-              { key: 'b', value: 'y', timestamp: '1000' },
-            ],
-          },
-        ],
-      },
-    ],
-  };
-  const ours = encodeProduceV3(args);
+  const ours = encodeProduceV3(
+    onePartition([
+      { key: 'a', value: 'x', timestamp: '999' },
+      { key: 'b', value: 'y', timestamp: '1000' },
+    ]),
+  );
   // Request header: txId (2), acks (2), timeout (4), topics (4), topic 't' (3), partitions (4),
   // partition (4), batch size (4); then the batch: first timestamp at 27, max at 35.
   const batch = 2 + 2 + 4 + 4 + 3 + 4 + 4 + 4;
@@ -115,26 +109,12 @@ test('a compressed batch keeps kafkajs encoding', async () => {
 });
 
 test('a timestamp that is not a whole number of ms is sent as the send time, not thrown on', () => {
-  const args = {
-    acks: -1,
-    timeout: 1000,
-    topicData: [
-      {
-        topic: 't',
-        partitions: [
-          {
-            partition: 0,
-            messages: [
-              { key: 'a', value: 'x', timestamp: '1000' },
-              { key: 'b', value: 'y', timestamp: '1.5' },
-              { key: 'c', value: 'z', timestamp: 'NaN' },
-              { key: 'd', value: 'w', timestamp: String(2 ** 63) },
-            ],
-          },
-        ],
-      },
-    ],
-  };
+  const args = onePartition([
+    { key: 'a', value: 'x', timestamp: '1000' },
+    { key: 'b', value: 'y', timestamp: '1.5' },
+    { key: 'c', value: 'z', timestamp: 'NaN' },
+    { key: 'd', value: 'w', timestamp: String(2 ** 63) },
+  ]);
   const now = Date.now;
   Date.now = () => 5000;
   try {
