@@ -233,7 +233,7 @@ export class PlainProducer {
   partitionsOf(topic: string): number | undefined {
     return this.#partitionsOf(topic);
   }
-  /** Sends waiting for the one in flight: they go together when it is answered. */
+  /** Sends waiting for the one in flight: they go together when it is answered and the linger is up. */
   #waiting: Array<{
     records: TopicRecords;
     resolve: (w: WrittenOffsets) => void;
@@ -249,7 +249,8 @@ export class PlainProducer {
    * named its partition. The worker's tasks share this producer, and kafkajs sends an idempotent
    * producer's requests to a broker one at a time anyway: the sends asked for while one is in
    * flight go in one request after it (each caller's records in the order it gave them, and a
-   * caller sends its next only once this one is answered). If that request fails, each caller's
+   * caller sends its next only once this one is answered); a request waits `lingerMs` after its
+   * first send was asked for, as Kafka's producer's linger.ms. If that request fails, each caller's
    * records go again alone, so one task's bad records (a topic gone, a record too large) fail
    * only that task's send. At-least-once sends each task's outputs after each batch
    * (output-stream.ts): one request per task and batch cost filter + map about a third more CPU

@@ -224,7 +224,7 @@ export class BatchBuilder {
   /**
    * Writes one record; returns its size in bytes. With `bound`, a record that would take a
    * builder holding records past that many bytes is not written: -1 (a batch of its own then).
-   * `timestamp` is a safe integer (the collector sends others as plain records).
+   * `timestamp` is a safe integer (the collector gives others the time of the write).
    */
   append(
     key: Buffer | string | null,
