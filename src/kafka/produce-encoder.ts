@@ -128,12 +128,19 @@ interface MeasuredPartition {
 }
 
 /**
- * kafkajs's rule for a record's timestamp: `(timestamp || now)`; one that is not a whole number of
- * ms (NaN, 1.5, Infinity: a batch's int64 fields cannot hold it) is now too.
+ * A record's own timestamp, or NaN when it has none that a batch can hold: missing or empty
+ * (kafkajs's "send time"), or not a whole number of ms (NaN, 1.5, Infinity: the batch's int64
+ * fields cannot hold it).
  */
+function ownStamp(raw: Message['timestamp']): number {
+  const n = raw === null || raw === undefined || raw === '' ? Number.NaN : Number(raw);
+  return Number.isSafeInteger(n) ? n : Number.NaN;
+}
+
+/** kafkajs's rule for a record's timestamp, `(timestamp || now)`; one without its own is now. */
 function stampOf(raw: Message['timestamp'], now: number): number {
-  const t = raw === null || raw === undefined || raw === '' || raw === 0 ? now : Number(raw);
-  return Number.isSafeInteger(t) ? t : now;
+  const t = ownStamp(raw);
+  return raw === 0 || Number.isNaN(t) ? now : t;
 }
 
 function measureRecord(m: Message, delta: number, index: number): Measured {
@@ -198,8 +205,7 @@ function measurePartition(p: PartitionData, now: number): MeasuredPartition {
     const raw = msgs[i]!.timestamp;
     // kafkajs: a missing (or empty) timestamp is the send time, and does not count for first/max;
     // nor does one that is not a whole number of ms (it would make the batch's int64 fields throw).
-    const n = raw === null || raw === undefined || raw === '' ? Number.NaN : Number(raw);
-    const t = Number.isSafeInteger(n) ? n : Number.NaN;
+    const t = ownStamp(raw);
     ts[i] = t;
     if (t < first) first = t;
     if (t > max) max = t;

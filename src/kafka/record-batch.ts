@@ -354,26 +354,26 @@ export class BatchBuilder {
 export const BUILDER_BYTES = 500 * 1024;
 
 /**
- * Writes a record into the last builder of a list that holds one partition's records (a task's
- * changelog records at a checkpoint), or into a new one at the list's end past the bound.
+ * Writes a record into `current` (a partition's builder in `list`), or, when there is none or the
+ * record would take it past {@link BUILDER_BYTES}, into a new builder added at the list's end (the
+ * next send). Returns the builder that holds the record. The collector keeps a current builder per
+ * partition; a task's changelog records (one partition) go into the list's last one.
  */
-export function appendToList(
+export function appendTo(
   list: Array<{ key: unknown; value: unknown; partition?: number; batch?: BatchBuilder }>,
+  current: BatchBuilder | undefined,
   partition: number,
-  key: Buffer | null,
-  value: Buffer | null,
+  key: Buffer | string | null,
+  value: Buffer | string | null,
   timestamp: number,
-): void {
-  const b = list[list.length - 1]?.batch;
-  if (b !== undefined && b.append(key, value, timestamp, undefined, BUILDER_BYTES) >= 0) return;
+  headers?: Record<string, unknown>,
+): BatchBuilder {
+  if (current !== undefined && current.append(key, value, timestamp, headers, BUILDER_BYTES) >= 0)
+    return current;
   const next = new BatchBuilder(partition);
-  next.append(key, value, timestamp, undefined);
+  next.append(key, value, timestamp, headers);
   list.push({ key: null, value: null, partition, batch: next });
-}
-
-/** An output list's entry that stands for a {@link BatchBuilder}'s records (see OutRecord.batch). */
-export function isBatch(m: { batch?: BatchBuilder }): boolean {
-  return m.batch !== undefined;
+  return next;
 }
 
 /** Records in an output list: a batch entry counts its records. */

@@ -1,6 +1,6 @@
 import { partitionOfKey } from '../kafka/partitioner.js';
 import type { PartitionsOf } from '../kafka/producer.js';
-import { BatchBuilder, BUILDER_BYTES } from '../kafka/record-batch.js';
+import { appendTo, type BatchBuilder } from '../kafka/record-batch.js';
 import type { OutRecord } from '../kafka/types.js';
 import type { Emitter } from './operators.js';
 
@@ -64,13 +64,8 @@ export class Collector implements Emitter {
       // such a record gets the time it is written, as the encoder gives a plain one.
       const ts = Number.isSafeInteger(timestamp) ? timestamp : Date.now();
       const p = partition ?? partitionOfKey(key!, t.partitions);
-      let b = t.builders[p];
-      if (b === undefined || b.append(key, value, ts, headers, BUILDER_BYTES) < 0) {
-        b = new BatchBuilder(p);
-        b.append(key, value, ts, headers);
-        t.builders[p] = b;
-        t.list.push({ key: null, value: null, partition: p, batch: b });
-      }
+      const b = appendTo(t.list, t.builders[p], p, key, value, ts, headers);
+      t.builders[p] = b;
       // Counted once written: a record that failed to write leaves the marks as they were.
       this.#log.push(b);
       this.count++;

@@ -1,6 +1,6 @@
 import { TaskCorruptedError } from '../errors.js';
 import type { WrittenOffsets } from '../kafka/producer.js';
-import { appendToList } from '../kafka/record-batch.js';
+import { appendTo } from '../kafka/record-batch.js';
 import type { OutRecord } from '../kafka/types.js';
 import {
   type ChangelogRecordView,
@@ -238,7 +238,7 @@ export class RocksTaskState implements TaskState {
       ops[i]!.value = bytes;
       let list = out.get(info.changelog);
       if (!list) out.set(info.changelog, (list = []));
-      if (batched) appendToList(list, partition, e.key, bytes, now);
+      if (batched) appendTo(list, list[list.length - 1]?.batch, partition, e.key, bytes, now);
       else list.push({ key: e.key, value: bytes, partition, timestamp });
       // Sends keep each topic's order, so the last pushed gets the highest offset.
       let last = this.#pendingLast.get(e.store);

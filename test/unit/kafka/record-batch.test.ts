@@ -4,7 +4,7 @@ import { test } from 'node:test';
 import { prng as rng } from '../../../examples/prng.js';
 import { crc32c } from '../../../src/kafka/crc32c.js';
 import { encodeProduceV3 } from '../../../src/kafka/produce-encoder.js';
-import { appendToList, BatchBuilder, BUILDER_BYTES, recordCount } from '../../../src/kafka/record-batch.js';
+import { appendTo, BatchBuilder, BUILDER_BYTES, recordCount } from '../../../src/kafka/record-batch.js';
 
 const require = createRequire(import.meta.url);
 const Long = require('kafkajs/src/utils/long.js');
@@ -136,10 +136,11 @@ test('pop takes the last record back: bytes, CRC, max and sizes as if it had nev
   assert.ok(request([{ batch: b }]).equals(request([{ batch: fresh }])));
 });
 
-test('appendToList fills the last builder, and starts a new one past the bound (the next send)', () => {
+test('appendTo fills the last builder, and starts a new one past the bound (the next send)', () => {
   const list: any[] = [];
   const value = Buffer.alloc(10_000, 1);
-  for (let i = 0; i < 120; i++) appendToList(list, 5, Buffer.from(`k${i}`), value, 1000 + i);
+  for (let i = 0; i < 120; i++)
+    appendTo(list, list[list.length - 1]?.batch, 5, Buffer.from(`k${i}`), value, 1000 + i);
   assert.equal(recordCount(list), 120);
   assert.ok(list.length >= 2, 'split');
   for (const e of list) {
