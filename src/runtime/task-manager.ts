@@ -324,6 +324,9 @@ export class TaskManager {
    * Exactly-once v1 commits each task in its own transaction, on its own interval.
    */
   checkpoint(task: Task): Promise<void> {
+    // A revoked task's batch handler may still be running (kafkajs rejoins from inside a fetch):
+    // its last checkpoint is its close's (or none, exactly-once v2), never one from the handler.
+    if (!this.owns(task)) return Promise.resolve();
     if (this.#d.transactions !== undefined || this.#d.config.processing.guarantee === 'at_least_once')
       for (const t of this.#tasks.values())
         if (t !== task && t.state === 'running' && t.hasPending) void this.#checkpoint(t);

@@ -1,3 +1,4 @@
+import { TaskMigratedError } from '../errors.js';
 import type { KafkaAdmin } from '../kafka/admin.js';
 import type { TopicRecords, TransactionalProducer, WrittenOffsets } from '../kafka/producer.js';
 import { txnGroupMetadata } from '../kafka/txn-group-metadata.js';
@@ -67,10 +68,8 @@ interface Contribution {
 export class WorkerTransactions {
   readonly #d: WorkerTransactionsDeps;
   #producer: Promise<TransactionalProducer> | undefined;
-  /**
-   * The producer last made. A failed one is closed, and its metadata with it: until the next is
-   * made, `partitionsOf` answers undefined and outputs go as plain records.
-   */
+  /** The producer last made (a failed one is closed: `partitionsOf` answers undefined until the
+   *  next is made, and outputs go as plain records). */
   #made: TransactionalProducer | undefined;
   #queue: Contribution[] = [];
   /** The members in the transaction in flight, and its producer. */
@@ -78,6 +77,8 @@ export class WorkerTransactions {
   #open = false;
   #scheduled = false;
   #closed = false;
+  /** The members joined and not yet released or revoked. */
+  readonly #members = new Set<Member>();
 
   constructor(deps: WorkerTransactionsDeps) {
     this.#d = deps;
@@ -123,16 +124,24 @@ export class WorkerTransactions {
     await this.ready();
     const admin = await this.#d.admin();
     await admin.committedOffsetsStable(this.#d.groupId, inputs, { timeoutMs });
-    return new Member(this, taskId);
+    const m = new Member(this, taskId);
+    this.#members.add(m);
+    return m;
   }
 
   /**
    * Transactions may begin: the assignment is current. The queued checkpoints of the tasks it
    * revoked fail first: made under the generation that revoked them, they must not commit under
-   * the next one (whose TxnOffsetCommit the group's coordinator would accept).
+   * the next one (whose TxnOffsetCommit the group's coordinator would accept). Their members are
+   * revoked, so a checkpoint asked for later fails too: kafkajs rejoins from inside a fetch (stale
+   * metadata) while other fetchers' handlers run, and a revoked task's last batch would commit
+   * its changelog and outputs while the new owner starts before them (network-partition test).
    */
   open(revoked: Iterable<string> = []): void {
-    this.#withdraw(new Set(revoked));
+    const ids = new Set(revoked);
+    for (const m of this.#members) if (ids.has(m.taskId)) m.revoked = true;
+    for (const m of this.#members) if (m.revoked) this.#members.delete(m);
+    this.#withdraw(ids);
     this.#meta = this.#d.groupMetadata();
     this.#open = true;
     this.#schedule();
@@ -195,6 +204,7 @@ export class WorkerTransactions {
     offsets: readonly TopicPartitionOffset[],
   ): Promise<WrittenOffsets> {
     if (this.#closed) return Promise.reject(new Error(`worker transactions ${this.transactionalId} closed`));
+    if (member.revoked) return Promise.reject(new TaskMigratedError(member.taskId, new Error('revoked')));
     return new Promise<WrittenOffsets>((resolve, reject) => {
       this.#queue.push({ member, records, offsets, resolve, reject, at: performance.now() });
       this.#schedule();
@@ -214,6 +224,7 @@ export class WorkerTransactions {
 
   /** @internal A member closes: its queued checkpoints fail; a transaction holding it is given up. */
   async release(member: Member): Promise<void> {
+    this.#members.delete(member);
     const mine = this.#queue.filter((c) => c.member === member);
     this.#queue = this.#queue.filter((c) => c.member !== member);
     for (const c of mine) c.reject(new Error(`task ${member.taskId} closed before its checkpoint began`));
@@ -362,6 +373,8 @@ class Member implements TaskTransactions {
   readonly taskId: string;
   readonly #w: WorkerTransactions;
   #closed = false;
+  /** Its task was revoked (`WorkerTransactions.open`): nothing of it commits any more. */
+  revoked = false;
   constructor(w: WorkerTransactions, taskId: string) {
     this.#w = w;
     this.taskId = taskId;

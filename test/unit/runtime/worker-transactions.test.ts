@@ -336,3 +336,35 @@ test('stopping mid-rejoin fails the queued checkpoints instead of waiting for th
   assert.equal(made[0]!.commits.length, 0);
   await w.close();
 });
+
+test("a revoked task's checkpoint asked for after the new assignment opened the gate fails: nothing of it commits under the new generation", async () => {
+  const { w, made, current, a, b } = await twoTasks();
+  w.shut(); // beforeRejoin (kafkajs rejoins from inside a fetch: 0_0's handler still runs)
+  current.meta = { generationId: 4, memberId: 'm-1', groupInstanceId: 'w1' };
+  w.open(['0_0']); // generation 4: 0_0 went to another member
+  // 0_0's handler ends its batch and asks for the checkpoint that was due.
+  const late = errorOf(a.commitTransaction(recs('out', 'a-late'), group(off('in', 0, 150))));
+  const kept = b.commitTransaction(recs('out', 'b1'), group(off('in', 1, 5)));
+  await turn();
+  const e = await late;
+  assert.equal(e?.name, 'TaskMigratedError');
+  assert.match(String(e?.message), /task 0_0 migrated/);
+  assert.equal(made[0]!.commits.length, 1);
+  const c = made[0]!.commits[0]!;
+  assert.deepEqual(values(c.records, 'out'), ['b1'], 'only the kept task commits');
+  assert.deepEqual(
+    c.offsets.map((o) => `${o.partition}@${o.offset}`),
+    ['1@5'],
+  );
+  assert.equal(c.meta?.generationId, 4);
+  c.settle();
+  await kept;
+  // The same task id assigned here again later is a new member, which commits.
+  const again = await w.join('0_0', [], 1000);
+  const p = again.commitTransaction(recs('out', 'a2'), group(off('in', 0, 200)));
+  await turn();
+  assert.deepEqual(values(made[0]!.commits[1]!.records, 'out'), ['a2']);
+  made[0]!.commits[1]!.settle();
+  await p;
+  await w.close();
+});
