@@ -196,7 +196,6 @@ export class WorkerTransactions {
   }
 
   #settled: Promise<void> = Promise.resolve();
-
   /** @internal A member's checkpoint: joins the next transaction. */
   enqueue(
     member: Member,
@@ -257,8 +256,9 @@ export class WorkerTransactions {
   #schedule(): void {
     if (this.#scheduled || this.#flight !== undefined || !this.#open || this.#queue.length === 0) return;
     this.#scheduled = true;
-    // The checkpoints the task manager starts together are queued in one turn of the event loop.
-    setImmediate(() => {
+    // The task manager's checkpoints are queued in one synchronous run: a microtask takes them
+    // all, and the Produce leaves now, not after the loop's next poll and the slices before it.
+    queueMicrotask(() => {
       this.#scheduled = false;
       void this.#run();
     });
