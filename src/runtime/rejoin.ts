@@ -15,8 +15,8 @@ const REJOIN_CHECKPOINT_MS = 10_000;
  * new owner's fence finds no transaction of ours in flight. A zombie's checkpoints are fenced
  * here (those tasks close as migrated). Bounded by `REJOIN_CHECKPOINT_MS`.
  *
- * Exactly-once v2 (`w`): then the worker's transaction in flight settles (bounded too) and the
- * commit gate shuts until the new assignment opens it. A join kafkajs retries finds the gate
+ * Exactly-once v2 (`w`): then the commit gate shuts until the new assignment opens it, and the
+ * worker's transaction in flight settles (bounded too). A join kafkajs retries finds the gate
  * shut already and goes on at once: nothing can commit meanwhile.
  */
 export async function checkpointBeforeRejoin(
@@ -36,8 +36,10 @@ export async function checkpointBeforeRejoin(
   );
   await within(all, REJOIN_CHECKPOINT_MS);
   if (w === undefined) return;
-  await within(w.idle(), REJOIN_CHECKPOINT_MS);
+  // Shut first: a checkpoint queued while the last transaction ran (another fetcher's handler:
+  // kafkajs rejoins from inside a fetch) would begin as that one ends, before a shut after it.
   w.shut();
+  await within(w.idle(), REJOIN_CHECKPOINT_MS);
 }
 
 async function within(p: Promise<unknown>, ms: number): Promise<void> {

@@ -21,9 +21,15 @@ export async function resumeInputs(
   rc: MutableRecordContext,
   seek: (topic: string, offset: string) => void,
   current: () => boolean = () => true,
+  timeoutMs = 60_000,
 ): Promise<boolean> {
   const { sub, partition } = task;
-  const committed = await admin.committedOffsets(groupId, sub.sourceTopics);
+  // Stable offsets (require_stable), as Kafka Streams' read_committed consumer reads them: a
+  // transaction's offsets still pending at the group's coordinator (its marker there not yet
+  // applied, while the changelog's may be, and the restore has replayed it) wait, instead of
+  // answering the offset before them.
+  const tps = sub.sourceTopics.map((topic) => ({ topic, partitions: [partition] }));
+  const committed = await admin.committedOffsetsStable(groupId, tps, { timeoutMs });
   const mine = committed.filter((o) => o.partition === partition);
   const resume = new Map<string, bigint>();
   for (const topic of sub.sourceTopics) {
@@ -77,6 +83,7 @@ export async function startInputs(
         rc,
         seek,
         () => !abandoned && task.isClosed !== true,
+        boundMs,
       ))
     )
       return;

@@ -139,8 +139,7 @@ export class WorkerTransactions {
    */
   open(revoked: Iterable<string> = []): void {
     const ids = new Set(revoked);
-    for (const m of this.#members) if (ids.has(m.taskId)) m.revoked = true;
-    for (const m of this.#members) if (m.revoked) this.#members.delete(m);
+    for (const m of this.#members) if (ids.has(m.taskId)) m.revoked = this.#members.delete(m);
     this.#withdraw(ids);
     this.#meta = this.#d.groupMetadata();
     this.#open = true;
@@ -196,6 +195,7 @@ export class WorkerTransactions {
   }
 
   #settled: Promise<void> = Promise.resolve();
+
   /** @internal A member's checkpoint: joins the next transaction. */
   enqueue(
     member: Member,
@@ -380,7 +380,7 @@ class Member implements TaskTransactions {
     this.taskId = taskId;
   }
   begin(commitIntervalMs: number): void {
-    if (!this.#closed) this.#w.beginAhead(commitIntervalMs);
+    if (!this.#closed && !this.revoked) this.#w.beginAhead(commitIntervalMs);
   }
   partitionsOf(topic: string): number | undefined {
     return this.#w.partitionsOf(topic);

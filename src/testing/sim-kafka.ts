@@ -280,6 +280,17 @@ class SimAdmin {
     }
     return out;
   }
+  /** The simulated log commits offsets at once: every committed offset is stable. */
+  async committedOffsetsStable(
+    groupId: string,
+    tps: ReadonlyArray<{ topic: string; partitions: readonly number[] }>,
+  ): Promise<TopicPartitionOffset[]> {
+    const all = await this.committedOffsets(
+      groupId,
+      tps.map((t) => t.topic),
+    );
+    return all.filter((o) => tps.some((t) => t.topic === o.topic && t.partitions.includes(o.partition)));
+  }
   async close(): Promise<void> {}
 }
 

@@ -51,7 +51,7 @@ export async function taskHarness(
   const client = {
     transactionalProducer: async () => producer,
     admin: async () => ({
-      committedOffsets: async () => [],
+      committedOffsetsStable: async () => [],
       offsets: async () => [{ partition: 0, low: '0', high: '0' }],
     }),
     partitionReader: () => ({

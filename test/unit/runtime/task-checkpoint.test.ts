@@ -42,7 +42,7 @@ test('a checkpoint should keep the offsets and records processed while it was in
     client: {
       transactionalProducer: async () => producer,
       admin: async () => ({
-        committedOffsets: async () => [],
+        committedOffsetsStable: async () => [],
         offsets: async () => [{ partition: 0, low: '0', high: '0' }],
       }),
     } as any,

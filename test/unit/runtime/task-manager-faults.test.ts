@@ -54,7 +54,7 @@ function manager(
     admin:
       opts.admin ??
       (async () => ({
-        committedOffsets: async () => [],
+        committedOffsetsStable: async () => [],
         offsets: async () => [{ partition: 0, low: '0', high: '0' }],
       })),
     renewAdmin: async () => void renewed.push(Date.now()),
@@ -233,7 +233,7 @@ test('a start whose input offsets never come should fail in time and be retried 
     startStepTimeoutMs: 200,
     admin: async () => ({
       // The first start's call hangs (and answers much later, with other offsets); the retry's answers.
-      committedOffsets: async () =>
+      committedOffsetsStable: async () =>
         ++calls === 1 ? hung : [{ topic: 'orders', partition: 0, offset: '42', metadata: null }],
       offsets: async () => [{ partition: 0, low: '0', high: '100' }],
     }),

@@ -11,6 +11,7 @@ import {
 import { txnGroupMetadata } from '../../../src/kafka/txn-group-metadata.js';
 import type { GroupMetadata, OutRecord, TopicPartitionOffset } from '../../../src/kafka/types.js';
 import { createLogger } from '../../../src/ops/logger.js';
+import { checkpointBeforeRejoin } from '../../../src/runtime/rejoin.js';
 import { WorkerTransactions } from '../../../src/runtime/worker-transactions.js';
 
 /**
@@ -366,5 +367,27 @@ test("a revoked task's checkpoint asked for after the new assignment opened the 
   assert.deepEqual(values(made[0]!.commits[1]!.records, 'out'), ['a2']);
   made[0]!.commits[1]!.settle();
   await p;
+  await w.close();
+});
+
+test('before a rejoin, a checkpoint queued while the last transaction ran does not begin as that one ends: the gate is shut first', async () => {
+  const { w, made, a, b } = await twoTasks();
+  const first = a.commitTransaction(recs('out', 'a1'), group(off('in', 0, 1)));
+  await turn();
+  // Another fetcher's handler asks for a checkpoint while the transaction is in flight.
+  const queued = b.commitTransaction(recs('out', 'b1'), group(off('in', 1, 1)));
+  const rejoin = checkpointBeforeRejoin([], async () => undefined, w);
+  await turn();
+  made[0]!.commits[0]!.settle();
+  await first;
+  await rejoin;
+  await turn();
+  assert.equal(w.isOpen, false);
+  assert.equal(made[0]!.commits.length, 1, 'nothing begins while the member rejoins');
+  w.open(); // the new assignment kept 0_1: its checkpoint commits under the new generation
+  await turn();
+  assert.deepEqual(values(made[0]!.commits[1]!.records, 'out'), ['b1']);
+  made[0]!.commits[1]!.settle();
+  await queued;
   await w.close();
 });
