@@ -134,8 +134,8 @@ export class WorkerTransactions {
    * revoked fail first: made under the generation that revoked them, they must not commit under
    * the next one (whose TxnOffsetCommit the group's coordinator would accept). Their members are
    * revoked, so a checkpoint asked for later fails too: kafkajs rejoins from inside a fetch (stale
-   * metadata) while other fetchers' handlers run, and a revoked task's last batch would commit
-   * its changelog and outputs while the new owner starts before them (network-partition test).
+   * metadata) while other fetchers' handlers run, and nothing of a revoked task may commit under
+   * the generation that revoked it, whatever the task does before it has closed.
    */
   open(revoked: Iterable<string> = []): void {
     const ids = new Set(revoked);
