@@ -159,7 +159,8 @@ export class TaskManager {
     const lost = v2 && this.#missedGeneration();
     const revoked = [...this.#tasks.keys()].filter((id) => lost || !wanted.has(id));
     const added = [...wanted.keys()].filter((id) => lost || !this.#tasks.has(id));
-    logger.info({ tasks: [...wanted.keys()].sort(), added, revoked, lost }, 'assignment');
+    const generation = this.#d.consumer()?.groupMetadata()?.generationId;
+    logger.info({ generation, tasks: [...wanted.keys()].sort(), added, revoked, lost }, 'assignment');
     const closing = revoked.map((id) => {
       const t = this.#tasks.get(id)!;
       this.#forget(t);

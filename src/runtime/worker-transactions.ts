@@ -4,6 +4,7 @@ import type { TopicRecords, TransactionalProducer, WrittenOffsets } from '../kaf
 import { txnGroupMetadata } from '../kafka/txn-group-metadata.js';
 import type { GroupMetadata, OutRecord, TopicPartitionOffset } from '../kafka/types.js';
 import type { Logger } from '../ops/logger.js';
+import { WorkerTransactionError } from './worker-transaction-error.js';
 
 /** What a task commits its checkpoints through under exactly-once (TransactionalProducer's shape). */
 export interface TaskTransactions {
@@ -55,8 +56,7 @@ interface Contribution {
  * offsets go with the group's generation and member id (TxnOffsetCommit v3), so the group's
  * coordinator refuses the transaction of a worker that lost its tasks; a new owner reads only
  * stable offsets (OffsetFetch v7, require_stable), which waits out a commit of the previous owner
- * still in flight. Per-task producers (EOS v1) cost one transaction per task and interval, each
- * with its round trips, transaction-log writes and markers.
+ * still in flight (EOS v1's per-task producers cost a transaction per task and interval).
  *
  * A failed transaction fails every task in it (each resets from its last checkpoint, or closes as
  * migrated when the group fenced it), and the producer is made anew: its InitProducerId aborts
@@ -142,12 +142,14 @@ export class WorkerTransactions {
     for (const m of this.#members) if (ids.has(m.taskId)) m.revoked = this.#members.delete(m);
     this.#withdraw(ids);
     this.#meta = this.#d.groupMetadata();
+    this.#first = true;
     this.#open = true;
     this.#schedule();
   }
 
-  /** The group metadata of the assignment the gate was opened for. */
+  /** The group metadata of the assignment the gate was opened for; its first commit is logged. */
   #meta: GroupMetadata | undefined;
+  #first = false;
 
   /**
    * No transaction begins until {@link open}: the member is about to rejoin. A transaction begun
@@ -307,6 +309,13 @@ export class WorkerTransactions {
       txnGroupMetadata.set(this.#d.transactionalId, meta);
       const written = await producer.commitTransaction(records, { groupId: this.#d.groupId, offsets });
       this.#d.counted?.(true, queued);
+      if (this.#first) {
+        this.#first = false;
+        this.#d.logger.info(
+          { generation: meta.generationId, tasks: [...members].map((m) => m.taskId).sort() },
+          'first commit of the assignment',
+        );
+      }
       for (const c of batch) c.resolve(written);
     } catch (e) {
       this.#d.counted?.(false);
@@ -350,21 +359,6 @@ export class WorkerTransactions {
     await producer?.close().catch(() => undefined);
     await this.idle();
     txnGroupMetadata.delete(this.#d.transactionalId);
-  }
-}
-
-/**
- * A task's checkpoint failed with its worker's transaction: one error per task, its cause the
- * transaction's. The task manager handles each checkpoint failure once, by its error object; one
- * object shared by every task of the transaction reset only the first, and the others went on
- * from state whose outputs had not committed (found by the broker-outage test).
- */
-export class WorkerTransactionError extends Error {
-  constructor(taskId: string, cause: unknown) {
-    super(`task ${taskId}: its worker's transaction failed: ${(cause as Error)?.message ?? String(cause)}`, {
-      cause,
-    });
-    this.name = (cause as Error)?.name ?? 'WorkerTransactionError';
   }
 }
 
