@@ -20,8 +20,8 @@ export async function resumeInputs(
   progress: TaskProgress,
   rc: MutableRecordContext,
   seek: (topic: string, offset: string) => void,
-  current: () => boolean = () => true,
-  timeoutMs = 60_000,
+  current: () => boolean,
+  timeoutMs: number,
 ): Promise<boolean> {
   const { sub, partition } = task;
   // Stable offsets (require_stable), as Kafka Streams' read_committed consumer reads them: a

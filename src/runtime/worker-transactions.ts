@@ -139,7 +139,11 @@ export class WorkerTransactions {
    */
   open(revoked: Iterable<string> = []): void {
     const ids = new Set(revoked);
-    for (const m of this.#members) if (ids.has(m.taskId)) m.revoked = this.#members.delete(m);
+    for (const m of this.#members)
+      if (ids.has(m.taskId)) {
+        m.revoked = true;
+        this.#members.delete(m);
+      }
     this.#withdraw(ids);
     this.#meta = this.#d.groupMetadata();
     this.#first = true;
