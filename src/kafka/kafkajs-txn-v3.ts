@@ -11,9 +11,10 @@
  *   sends TxnOffsetCommit v3 (Kafka ≥ 2.5), whose member fields the coordinator checks against
  *   the group (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID). A broker without v3
  *   fails the call: a commit the coordinator does not fence must never pass for one it does.
- *   Without those fields it takes them from `txnGroupMetadata` (txn-group-metadata.ts) for a
- *   producer that registered them (a worker's, under exactly-once v2), so kafkajs's own
- *   `sendOffsets` sends v3 for it; for any other producer the call is kafkajs's own. v4 and later are not sent: v4 answers
+ *   Without those fields it takes them from the pin of its transactional id
+ *   (txn-group-metadata.ts: a worker's producer under exactly-once v2), so kafkajs's own
+ *   `sendOffsets` sends v3 for it, and refuses one of another producer of a pinned id; for any
+ *   other producer the call is kafkajs's own. v4 and later are not sent: v4 answers
  *   TRANSACTION_ABORTABLE (120, unknown to kafkajs) and v5 implies transactions v2, where kafkajs
  *   speaks EndTxn v1.
  * - `offsetFetchStable` (new): OffsetFetch v7 with `require_stable`, which answers a partition
@@ -31,7 +32,7 @@
  * `assertKafkajsPatched`) says whether it worked.
  */
 import { createRequire } from 'node:module';
-import { txnGroupMetadata } from './txn-group-metadata.js';
+import { txnGroupMetadataFor } from './txn-group-metadata.js';
 import type { GroupMetadata } from './types.js';
 
 const require = createRequire(import.meta.url);
@@ -304,6 +305,20 @@ function requireVersion(broker: Any, apiKey: number, version: number, what: stri
   );
 }
 
+/**
+ * INVALID_PRODUCER_EPOCH (47, not retriable: kafkajs's retrier gives up), without a request: the
+ * TxnOffsetCommit of a producer the worker threw away must not go with any generation's fields.
+ */
+function staleProducerError(why: string): Error {
+  const { KafkaJSProtocolError } = require('kafkajs/src/errors.js');
+  return new KafkaJSProtocolError({
+    type: 'INVALID_PRODUCER_EPOCH',
+    code: 47,
+    retriable: false,
+    message: `TxnOffsetCommit not sent: ${why}`,
+  });
+}
+
 /** The member fields of a `txnOffsetCommit` call, or undefined when it has none (a kafkajs call). */
 function groupMetadataOf(args: Any): GroupMetadata | undefined {
   const { generationId, memberId, groupInstanceId } = args ?? {};
@@ -331,9 +346,15 @@ function patchBroker(): void {
 
   p.txnOffsetCommit = async function txnOffsetCommit(this: Any, args: Any) {
     // kafkajs's own sendOffsets passes no member fields: a worker's producer under exactly-once v2
-    // registered its transaction's (txn-group-metadata.ts), so that path sends v3 too.
-    const group = groupMetadataOf(args) ?? txnGroupMetadata.get(args?.transactionalId);
-    if (group === undefined) return original.call(this, args);
+    // pinned its transaction's (txn-group-metadata.ts), so that path sends v3 too. A late retry of
+    // a producer the worker replaced, or of closed transactions, is refused as a fenced one's.
+    let group = groupMetadataOf(args);
+    if (group === undefined) {
+      const pin = txnGroupMetadataFor(args?.transactionalId, args?.producerId, args?.producerEpoch);
+      if (pin.kind === 'none') return original.call(this, args);
+      if (pin.kind === 'stale') throw staleProducerError(pin.why);
+      group = pin.meta;
+    }
     requireVersion(
       this,
       apiKeys.TxnOffsetCommit,

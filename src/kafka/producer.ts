@@ -9,6 +9,7 @@ import {
   retryConcurrentTransactions,
   transactionalManagerOf,
 } from './send-messages.js';
+import type { ProducerIdentity } from './txn-group-metadata.js';
 import type { OutRecord, TopicPartitionOffset } from './types.js';
 
 export type TopicRecords = ReadonlyMap<string, OutRecord[]>;
@@ -335,6 +336,18 @@ export class TransactionalProducer {
   /** A topic's partition count as this producer's metadata knows it (the collector's partitioning). */
   partitionsOf(topic: string): number | undefined {
     return this.#partitionsOf(topic);
+  }
+
+  /** This producer's id and epoch (its InitProducerId's answer), once it has them. */
+  identity(): ProducerIdentity | undefined {
+    const cluster: Any = producerCluster(this.#p);
+    const eos: Any = cluster === undefined ? undefined : transactionalManagerOf(cluster);
+    const producerId = eos?.getProducerId?.();
+    const epoch = eos?.getProducerEpoch?.();
+    // kafkajs holds -1 until InitProducerId answered.
+    if (producerId == null || Number(producerId) < 0 || typeof epoch !== 'number' || epoch < 0)
+      return undefined;
+    return { producerId: String(producerId), epoch };
   }
 
   /**

@@ -1,7 +1,7 @@
 import { TaskMigratedError } from '../errors.js';
 import type { KafkaAdmin } from '../kafka/admin.js';
 import type { TopicRecords, TransactionalProducer, WrittenOffsets } from '../kafka/producer.js';
-import { txnGroupMetadata } from '../kafka/txn-group-metadata.js';
+import { pinTxnGroupMetadata, retireTxnGroupMetadata } from '../kafka/txn-group-metadata.js';
 import type { GroupMetadata, OutRecord, TopicPartitionOffset } from '../kafka/types.js';
 import type { Logger } from '../ops/logger.js';
 import { WorkerTransactionError } from './worker-transaction-error.js';
@@ -310,7 +310,7 @@ export class WorkerTransactions {
         }
         for (const o of c.offsets) offsets.push(o);
       }
-      txnGroupMetadata.set(this.#d.transactionalId, meta);
+      pinTxnGroupMetadata(this.#d.transactionalId, meta, producer.identity?.());
       const written = await producer.commitTransaction(records, { groupId: this.#d.groupId, offsets });
       this.#d.counted?.(true, queued);
       if (this.#first) {
@@ -362,7 +362,7 @@ export class WorkerTransactions {
     const producer = await p?.catch(() => undefined);
     await producer?.close().catch(() => undefined);
     await this.idle();
-    txnGroupMetadata.delete(this.#d.transactionalId);
+    retireTxnGroupMetadata(this.#d.transactionalId);
   }
 }
 

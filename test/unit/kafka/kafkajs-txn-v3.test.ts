@@ -12,6 +12,11 @@ import {
   txnV3Installed,
 } from '../../../src/kafka/kafkajs-txn-v3.js';
 import { isFencedError } from '../../../src/kafka/producer.js';
+import {
+  pinnedTxnGroupMetadata,
+  pinTxnGroupMetadata,
+  retireTxnGroupMetadata,
+} from '../../../src/kafka/txn-group-metadata.js';
 import { fakeBroker as fakeBrokerOf } from '../../helpers/fake-broker.js';
 
 const require = createRequire(import.meta.url);
@@ -306,6 +311,50 @@ test('Broker#txnOffsetCommit with member fields should refuse a broker without v
   await assert.rejects(k4.b.txnOffsetCommit({ ...v1Args, memberId: 'm' }), TypeError);
   await assert.rejects(k4.b.txnOffsetCommit({ ...v1Args, groupInstanceId: 'pod-1' }), TypeError);
   assert.equal(sent.length + k4.sent.length, 0, 'nothing sent');
+});
+
+test("Broker#txnOffsetCommit without member fields should send the pinned producer's v3 and refuse any other producer of the id", async () => {
+  const { b, sent } = fakeBroker(KAFKA_4, commitAnswer([0]));
+  const { generationId, memberId, groupInstanceId, ...kafkajsArgs } = COMMIT;
+  const id = 'app-pod-pinned';
+  const args = { ...kafkajsArgs, transactionalId: id };
+  pinTxnGroupMetadata(
+    id,
+    { generationId, memberId, groupInstanceId },
+    { producerId: COMMIT.producerId, epoch: 7 },
+  );
+  // kafkajs's own sendOffsets (no member fields) of the pinned producer: v3 with the pinned fields.
+  await b.txnOffsetCommit(args);
+  assert.deepEqual(
+    sent.map((r) => `${r.apiName} v${r.apiVersion}`),
+    ['TxnOffsetCommit v3'],
+  );
+  assert.deepEqual(pinnedTxnGroupMetadata(id), { generationId, memberId, groupInstanceId });
+  // A later transaction, on the producer that replaced it, with a later generation: a late retry
+  // of the replaced one (kafkajs's retrier goes on alone) must not take that generation's fields.
+  pinTxnGroupMetadata(
+    id,
+    { generationId: 13, memberId, groupInstanceId },
+    { producerId: COMMIT.producerId, epoch: 8 },
+  );
+  const stale = (e: any) => {
+    assert.equal(e.type, 'INVALID_PRODUCER_EPOCH');
+    assert.equal(e.retriable, false);
+    assert.ok(isFencedError(e), 'a fence to the checkpoint that meets it');
+    return true;
+  };
+  await assert.rejects(b.txnOffsetCommit(args), stale);
+  await b.txnOffsetCommit({ ...args, producerEpoch: 8 });
+  // Closed transactions: nothing of the id goes as kafkajs's unfenced v1 either.
+  retireTxnGroupMetadata(id);
+  await assert.rejects(b.txnOffsetCommit({ ...args, producerEpoch: 8 }), stale);
+  assert.deepEqual(
+    sent.map((r) => `${r.apiName} v${r.apiVersion}`),
+    ['TxnOffsetCommit v3', 'TxnOffsetCommit v3'],
+  );
+  // An id never pinned is kafkajs's (v1), as before.
+  await b.txnOffsetCommit({ ...args, transactionalId: 'app-v1-task' });
+  assert.equal(sent.at(-1)!.apiVersion, 1);
 });
 
 test('Broker#offsetFetchStable should send v7 and return the partitions with their errors', async () => {

@@ -7,7 +7,7 @@ import { App, json, string } from '../../../src/index.js';
 import type { KafkaAdmin } from '../../../src/kafka/admin.js';
 import type { BatchContext } from '../../../src/kafka/consumer.js';
 import type { TransactionalProducer } from '../../../src/kafka/producer.js';
-import { txnGroupMetadata } from '../../../src/kafka/txn-group-metadata.js';
+import { pinnedTxnGroupMetadata } from '../../../src/kafka/txn-group-metadata.js';
 import type { InRecord } from '../../../src/kafka/types.js';
 import { createLogger } from '../../../src/ops/logger.js';
 import { createWorkerMetrics } from '../../../src/ops/metrics.js';
@@ -372,7 +372,7 @@ test("exactly-once v2: a revoked task's batch that ends after the new assignment
           o: { offsets: ReadonlyArray<{ partition: number; offset: string }> },
         ) {
           commits.push({
-            generation: txnGroupMetadata.get('unit-tm-w1')!.generationId,
+            generation: pinnedTxnGroupMetadata('unit-tm-w1')!.generationId,
             offsets: o.offsets.map((x) => `${x.partition}@${x.offset}`),
           });
           return new Map();

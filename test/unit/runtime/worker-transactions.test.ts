@@ -8,7 +8,7 @@ import {
   type TransactionalProducer,
   type WrittenOffsets,
 } from '../../../src/kafka/producer.js';
-import { txnGroupMetadata } from '../../../src/kafka/txn-group-metadata.js';
+import { pinnedTxnGroupMetadata, txnGroupMetadataFor } from '../../../src/kafka/txn-group-metadata.js';
 import type { GroupMetadata, OutRecord, TopicPartitionOffset } from '../../../src/kafka/types.js';
 import { createLogger } from '../../../src/ops/logger.js';
 import { checkpointBeforeRejoin } from '../../../src/runtime/rejoin.js';
@@ -36,6 +36,10 @@ class FakeProducer {
     this.n = n;
   }
   begin(): void {}
+  /** Each producer made again is the next epoch of one producer id, as InitProducerId bumps it. */
+  identity() {
+    return { producerId: '77', epoch: this.n };
+  }
   /** Transactions begun ahead given up (`shut`). */
   dropped = 0;
   dropAhead(): void {
@@ -51,7 +55,7 @@ class FakeProducer {
       this.commits.push({
         records,
         offsets: offsets.offsets,
-        meta: txnGroupMetadata.get('app-w1'),
+        meta: pinnedTxnGroupMetadata('app-w1'),
         settle: (e) => (e ? reject(e) : resolve(new Map([['out:0', BigInt(this.n)]]))),
       });
     });
@@ -236,9 +240,18 @@ test('a failed transaction fails every task in it, and the next one gets a new p
   const pa2 = a.commitTransaction(recs('out', 'a2'), group(off('in', 0, 2)));
   await turn();
   assert.equal(made[1]!.commits.length, 1);
+  // kafkajs may still retry the thrown-away producer's TxnOffsetCommit: it is refused from now on,
+  // not sent with this transaction's generation.
+  assert.equal(txnGroupMetadataFor('app-w1', '77', 0).kind, 'stale');
+  assert.equal(txnGroupMetadataFor('app-w1', '77', 1).kind, 'pinned');
   made[1]!.commits[0]!.settle();
   await pa2;
   await w.close();
+  assert.equal(
+    txnGroupMetadataFor('app-w1', '77', 1).kind,
+    'stale',
+    'and nothing of a closed one goes unfenced',
+  );
 });
 
 test('a task that closes with its records in the transaction in flight fails that transaction for all', async () => {
