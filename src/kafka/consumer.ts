@@ -216,14 +216,21 @@ export class GroupConsumer {
   }
 
   /**
-   * The member's generation, member id and instance id as of now (undefined before it joined):
-   * what an exactly-once v2 TxnOffsetCommit carries, so that the coordinator refuses a commit
-   * of a member that is no longer in the group's current generation (KIP-447).
+   * The generation and member id the member's current assignment was synced in, and its instance
+   * id (undefined before the first): what an exactly-once v2 TxnOffsetCommit carries, so that the
+   * coordinator refuses a commit of a member that is no longer in the group's current generation
+   * (KIP-447). Not kafkajs's live fields, which a concurrent join moves at its JoinGroup, before
+   * this member knows what that generation assigns it (GroupMembership.synced).
    */
   groupMetadata(): GroupMetadata | undefined {
-    const g = this.#group;
-    if (g?.memberId == null || g.generationId == null || g.generationId < 0) return undefined;
-    return { generationId: g.generationId, memberId: g.memberId, groupInstanceId: g.groupInstanceId };
+    const s = this.#group?.synced;
+    if (s === undefined || s.memberId == null || s.generationId == null || s.generationId < 0)
+      return undefined;
+    return {
+      generationId: s.generationId,
+      memberId: s.memberId,
+      groupInstanceId: this.#group!.groupInstanceId,
+    };
   }
 
   /** At-least-once commits through the group, the tasks' merged into one request at a time. */

@@ -65,6 +65,14 @@ export interface GroupMembership {
   readonly generationId: number | null;
   readonly memberId: string | null;
   readonly groupInstanceId: string | null;
+  /**
+   * The generation and member id of the SyncGroup that gave the member its current assignment
+   * (undefined before the first). Not the live fields above: kafkajs sets those at JoinGroup, and
+   * joins run concurrently (one per fetcher, from a fetch that met stale metadata), so a join's
+   * assignment can be emitted while another join already moved them to a generation whose
+   * assignment this member has not received.
+   */
+  readonly synced: { generationId: number; memberId: string } | undefined;
   /** A JoinGroup/SyncGroup is under way; kafkajs left the group (background-heartbeat.ts). */
   readonly joining: boolean;
   readonly closed: boolean;
@@ -345,6 +353,7 @@ function patchConsumerGroup(): any {
     declare joinFailed: ((error: unknown) => void) | undefined;
     declare joining: boolean;
     declare closed: boolean;
+    declare synced: { generationId: number; memberId: string } | undefined;
 
     constructor(options: any) {
       super(options);
@@ -355,6 +364,7 @@ function patchConsumerGroup(): any {
       this.joinFailed = s?.joinFailed;
       this.joining = false;
       this.closed = false;
+      this.synced = undefined;
       s?.onGroup?.(this as unknown as GroupMembership);
       // kafkajs's heartbeat, with the instance id (it is a closure made by the constructor), and
       // sent to the coordinator found again when the one it had moved (heartbeatFollowing).
@@ -433,9 +443,16 @@ function patchConsumerGroup(): any {
       const groupInstanceId = this.groupInstanceId;
       const own = Object.hasOwn(coordinator, 'syncGroup');
       const previous = coordinator.syncGroup;
-      coordinator.syncGroup = (args: object) => previous.call(coordinator, { ...args, groupInstanceId });
+      let asked: { generationId: number; memberId: string } | undefined;
+      coordinator.syncGroup = (args: { generationId: number; memberId: string }) => {
+        asked = { generationId: args.generationId, memberId: args.memberId };
+        return previous.call(coordinator, { ...args, groupInstanceId });
+      };
       try {
         await (ConsumerGroup.prototype[SYNC] as () => Promise<void>).call(this);
+        // kafkajs's sync has assigned the partitions (its last step, no await after it): the
+        // assignment GROUP_JOIN emits next is this generation's.
+        this.synced = asked;
       } finally {
         if (own) coordinator.syncGroup = previous;
         else delete coordinator.syncGroup;

@@ -303,6 +303,46 @@ test('a rejoin kafkajs gives up on should call joinFailed once; one it retries, 
   assert.equal(s.g.memberId, 'm-2', 'the member id the coordinator knows it by now');
 });
 
+test("the synced generation should be the one of the sync that gave the assignment, not a concurrent join's", async () => {
+  // kafkajs runs one fetcher per broker, and each may rejoin from a fetch that met stale metadata:
+  // join X synced generation 2 and refreshes metadata (an assigned partition it did not know),
+  // while join Y's JoinGroup answers generation 3, moving kafkajs's live fields.
+  const s = staticGroup('pod-8', () => false);
+  assert.equal(s.g.synced, undefined, 'nothing synced before the first sync');
+  let generation = 2;
+  s.coordinator.joinGroup = async () => ({
+    generationId: generation,
+    leaderId: 'other',
+    memberId: 'm-1',
+    members: [],
+    groupProtocol: 'p',
+  });
+  let refreshed!: () => void;
+  const refresh = new Promise<void>((r) => {
+    refreshed = r;
+  });
+  const { MemberAssignment } = require('kafkajs/src/consumer/assignerProtocol.js');
+  s.coordinator.syncGroup = async () => ({
+    memberAssignment: MemberAssignment.encode({ version: 0, assignment: { in: [0] } }),
+  });
+  // X's sync finds partition 0 of 'in' unknown and refreshes the metadata: it waits there.
+  s.g.topicsSubscribed = ['in'];
+  s.g.generatePartitionsPerSubscribedTopic = () => new Map([['in', []]]);
+  s.g.cluster.refreshMetadata = () => refresh;
+  await s.g[s.JOIN]();
+  const x = s.g[s.SYNC]();
+  await new Promise((r) => setImmediate(r));
+  generation = 3;
+  await s.g[s.JOIN]();
+  assert.equal(s.g.generationId, 3, "kafkajs's live field moved at Y's JoinGroup");
+  refreshed();
+  await x;
+  assert.deepEqual(s.g.synced, { generationId: 2, memberId: 'm-1' }, "X's assignment is generation 2's");
+  s.g.generatePartitionsPerSubscribedTopic = () => new Map([['in', [0]]]);
+  await s.g[s.SYNC]();
+  assert.deepEqual(s.g.synced, { generationId: 3, memberId: 'm-1' }, "Y's sync moves it");
+});
+
 test('a heartbeat whose coordinator moved should find the new one and heartbeat there, without a rejoin', async () => {
   const errors = require('kafkajs/src/errors.js');
   const s = staticGroup('pod-6', () => false);
