@@ -123,6 +123,28 @@ function assignBalanced(
 }
 
 /**
+ * What a member says of itself in its JoinGroup metadata. A member with unreadable metadata, or
+ * of another shape (`{}`, `null`, tasks that are not strings: a foreign or older member), simply
+ * has no tasks to keep: one such member must not fail the leader's assignment for the group.
+ */
+export function memberInfoOf(memberMetadata: Buffer): MemberInfo {
+  try {
+    const md = AssignerProtocol.MemberMetadata.decode(memberMetadata);
+    if (!md?.userData || md.userData.length === 0) return { tasks: [] };
+    const raw: unknown = JSON.parse(md.userData.toString('utf8'));
+    if (typeof raw !== 'object' || raw === null) return { tasks: [] };
+    const { tasks, http } = raw as { tasks?: unknown; http?: unknown };
+    const info: MemberInfo = {
+      tasks: Array.isArray(tasks) ? tasks.filter((t): t is string => typeof t === 'string') : [],
+    };
+    if (typeof http === 'string') info.http = http;
+    return info;
+  } catch {
+    return { tasks: [] };
+  }
+}
+
+/**
  * A kafkajs partition assigner that assigns whole tasks: every topic-partition of one task
  * (co-partitioned inputs share a task) goes to the same member, and tasks stay where they were
  * when the group changes (sticky), so state moves only when it must.
@@ -137,14 +159,7 @@ export function createTaskAssigner(
     version: 1,
     async assign({ members, topics }) {
       const infos = members.map((m) => {
-        let info: MemberInfo = { tasks: [] };
-        try {
-          const md = AssignerProtocol.MemberMetadata.decode(m.memberMetadata);
-          if (md?.userData && md.userData.length > 0) info = JSON.parse(md.userData.toString('utf8'));
-        } catch {
-          // A member with unreadable metadata simply has no tasks to keep.
-        }
-        return { memberId: m.memberId, info };
+        return { memberId: m.memberId, info: memberInfoOf(m.memberMetadata) };
       });
       onMembers?.(new Map(infos.map((i) => [i.memberId, i.info])));
       const partitionsOfTask = new Map<string, Array<{ topic: string; partition: number }>>();
