@@ -125,7 +125,14 @@ export class GroupConsumer {
       maxBytesPerPartition: opts.maxBytesPerPartition,
       maxWaitTimeInMs: 100,
       allowAutoTopicCreation: false,
-      partitionAssigners: [createTaskAssigner(opts.layout, opts.memberInfo, opts.onMembers)],
+      partitionAssigners: [
+        createTaskAssigner(opts.layout, opts.memberInfo, opts.onMembers, (others) =>
+          logger.warn(
+            { members: others, layout: opts.layout.fingerprint },
+            'members of another topology get no tasks until they run this one: each task must have one owner (a rolling deploy of a changed topology finishes as they restart)',
+          ),
+        ),
+      ],
       retry: { retries: 1000, initialRetryTime: 300, maxRetryTime: 10_000 },
       ...(opts.beforeRejoin === undefined ? {} : { beforeJoin: opts.beforeRejoin }),
       ...(opts.rejoinFailed === undefined ? {} : { joinFailed: opts.rejoinFailed }),

@@ -8,12 +8,20 @@ import { AssignerProtocol, type PartitionAssigner } from 'kafkajs';
 export interface MemberInfo {
   tasks: string[];
   http?: string;
+  /** Its topology's task layout (`Topology.fingerprint`). */
+  layout?: string;
 }
 
 /** Maps the group's topic-partitions to tasks: `(subtopology, partition)` → task id. */
 export interface TaskLayout {
   /** Sub-topology id of a source topic, or undefined for a topic that is not ours. */
   subtopologyOf(topic: string): number | undefined;
+  /**
+   * The layout's fingerprint (`Topology.fingerprint`). Given, the leader assigns tasks only to
+   * members that sent the same one: each member turns its partitions into task ids with its own
+   * topology, so members of a changed one (a rolling deploy) could run one task twice at once.
+   */
+  readonly fingerprint?: string;
 }
 
 export function taskIdOf(subtopology: number, partition: number): string {
@@ -138,6 +146,8 @@ export function memberInfoOf(memberMetadata: Buffer): MemberInfo {
       tasks: Array.isArray(tasks) ? tasks.filter((t): t is string => typeof t === 'string') : [],
     };
     if (typeof http === 'string') info.http = http;
+    const { layout } = raw as { layout?: unknown };
+    if (typeof layout === 'string') info.layout = layout;
     return info;
   } catch {
     return { tasks: [] };
@@ -153,6 +163,8 @@ export function createTaskAssigner(
   layout: TaskLayout,
   self: () => MemberInfo,
   onMembers?: (members: Map<string, MemberInfo>) => void,
+  /** Members left without tasks: their layout is not the leader's (or they sent none). */
+  onOtherLayout?: (members: ReadonlyArray<{ memberId: string; layout: string | undefined }>) => void,
 ): PartitionAssigner {
   return ({ cluster }) => ({
     name: 'SluiceTaskAssigner',
@@ -173,7 +185,14 @@ export function createTaskAssigner(
           l.push({ topic, partition: p.partitionId });
         }
       }
-      const plan = assignTasks(infos, [...partitionsOfTask.keys()]);
+      const own = layout.fingerprint;
+      const others = own === undefined ? [] : infos.filter((i) => i.info.layout !== own);
+      if (others.length > 0)
+        onOtherLayout?.(others.map((i) => ({ memberId: i.memberId, layout: i.info.layout })));
+      const plan = assignTasks(others.length === 0 ? infos : infos.filter((i) => i.info.layout === own), [
+        ...partitionsOfTask.keys(),
+      ]);
+      for (const i of others) plan.set(i.memberId, []);
       return [...plan].map(([memberId, taskIds]) => {
         const assignment: Record<string, number[]> = {};
         for (const t of taskIds) {
@@ -196,7 +215,7 @@ export function createTaskAssigner(
         metadata: AssignerProtocol.MemberMetadata.encode({
           version: 1,
           topics,
-          userData: Buffer.from(JSON.stringify(self())),
+          userData: Buffer.from(JSON.stringify({ ...self(), layout: layout.fingerprint })),
         }),
       };
     },

@@ -228,7 +228,7 @@ export class Worker {
       readCommitted: true,
       concurrency: this.config.processing.concurrency,
       maxBytesPerPartition: this.config.processing.maxBytesPerPartition,
-      layout: { subtopologyOf: (t) => this.topology.subtopologyOf(t) },
+      layout: this.topology,
       memberInfo: () => ({ tasks: [...this.#manager.tasks.keys()], http: this.#opts.httpAddress?.() }),
       onMembers: (m) => {
         this.#members = m;

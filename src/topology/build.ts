@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { TopologyError } from '../errors.js';
 import { type GraphNode, type StoreSpec, storesOfNode } from './nodes.js';
 
@@ -21,6 +22,12 @@ export interface Topology {
   /** Every store with its changelog topic. */
   readonly stores: ReadonlyArray<StoreSpec & { changelog: string; subtopology: number }>;
   subtopologyOf(topic: string): number | undefined;
+  /**
+   * Names how input partitions map to tasks (each sub-topology's id and source topics): two
+   * builds with the same fingerprint make the same task of a partition. Workers send it when they
+   * join, and the group's leader assigns tasks only to workers with its own (task-assigner.ts).
+   */
+  readonly fingerprint: string;
   /**
    * Operators whose state or topics hang on a name the DSL made up from their position: adding an
    * operator before one of them renames its stores (so their changelogs: the state is lost on a
@@ -137,8 +144,15 @@ export function buildTopology(appId: string, nodes: readonly GraphNode[]): Topol
     warnings,
     stores: storeList,
     subtopologyOf: (t) => subOfTopic.get(t),
+    fingerprint: layoutFingerprint(subtopologies),
     describe: () => describeTopology(appId, subtopologies),
   };
+}
+
+/** A short hash of each sub-topology's id and sorted source topics. */
+function layoutFingerprint(subs: readonly SubTopology[]): string {
+  const layout = subs.map((s) => [s.id, [...s.sourceTopics].sort()]);
+  return createHash('sha256').update(JSON.stringify(layout)).digest('hex').slice(0, 16);
 }
 
 function describeTopology(appId: string, subs: readonly SubTopology[]): string {

@@ -33,6 +33,26 @@ test('topology should put merged sources in one sub-topology', () => {
   assert.deepEqual([...t.subtopologies[0]!.sourceTopics].sort(), ['a', 'b']);
 });
 
+test("a topology's fingerprint should name its task layout: same for the same sources, changed when they move", () => {
+  const build = (merged: boolean, extra = false) => {
+    const app = new App({ id: 'm' });
+    const a = app.stream('a');
+    const b = app.stream('b');
+    if (merged) {
+      const s = a.merge(b);
+      (extra ? s.filter(() => true) : s).to('c');
+    } else {
+      a.to('c');
+      b.to('d');
+    }
+    return app.topology().fingerprint;
+  };
+  assert.match(build(true), /^[0-9a-f]{16}$/);
+  assert.equal(build(true), build(true));
+  assert.equal(build(true), build(true, true), 'an operator added inside a sub-topology moves no task');
+  assert.notEqual(build(true), build(false), 'sources split into two sub-topologies: other tasks');
+});
+
 test('app should refuse an invalid id and a duplicate operator name', () => {
   assert.throws(() => new App({ id: 'has space' }), /App id/);
   const app = new App({ id: 'x' });
