@@ -443,11 +443,10 @@ function patchConsumerGroup(): any {
       const groupInstanceId = this.groupInstanceId;
       const own = Object.hasOwn(coordinator, 'syncGroup');
       const previous = coordinator.syncGroup;
-      let asked: { generationId: number; memberId: string } | undefined;
-      coordinator.syncGroup = (args: { generationId: number; memberId: string }) => {
-        asked = { generationId: args.generationId, memberId: args.memberId };
-        return previous.call(coordinator, { ...args, groupInstanceId });
-      };
+      coordinator.syncGroup = (args: object) => previous.call(coordinator, { ...args, groupInstanceId });
+      // kafkajs's sync reads these at its start, synchronously, and sends them: taken here, not
+      // from the request (a concurrent join's sync goes through this wrapper too).
+      const asked = { generationId: this.generationId, memberId: this.memberId };
       try {
         await (ConsumerGroup.prototype[SYNC] as () => Promise<void>).call(this);
         // kafkajs's sync has assigned the partitions (its last step, no await after it): the
