@@ -141,12 +141,11 @@ export function memberInfoOf(memberMetadata: Buffer): MemberInfo {
     if (!md?.userData || md.userData.length === 0) return { tasks: [] };
     const raw: unknown = JSON.parse(md.userData.toString('utf8'));
     if (typeof raw !== 'object' || raw === null) return { tasks: [] };
-    const { tasks, http } = raw as { tasks?: unknown; http?: unknown };
+    const { tasks, http, layout } = raw as { tasks?: unknown; http?: unknown; layout?: unknown };
     const info: MemberInfo = {
       tasks: Array.isArray(tasks) ? tasks.filter((t): t is string => typeof t === 'string') : [],
     };
     if (typeof http === 'string') info.http = http;
-    const { layout } = raw as { layout?: unknown };
     if (typeof layout === 'string') info.layout = layout;
     return info;
   } catch {
@@ -170,9 +169,7 @@ export function createTaskAssigner(
     name: 'SluiceTaskAssigner',
     version: 1,
     async assign({ members, topics }) {
-      const infos = members.map((m) => {
-        return { memberId: m.memberId, info: memberInfoOf(m.memberMetadata) };
-      });
+      const infos = members.map((m) => ({ memberId: m.memberId, info: memberInfoOf(m.memberMetadata) }));
       onMembers?.(new Map(infos.map((i) => [i.memberId, i.info])));
       const partitionsOfTask = new Map<string, Array<{ topic: string; partition: number }>>();
       for (const topic of topics) {
