@@ -1,5 +1,5 @@
-import { createHash } from 'node:crypto';
 import { TopologyError } from '../errors.js';
+import { jsonHash } from './json-hash.js';
 import { type GraphNode, type StoreSpec, storesOfNode } from './nodes.js';
 
 export interface SubTopology {
@@ -151,8 +151,7 @@ export function buildTopology(appId: string, nodes: readonly GraphNode[]): Topol
 
 /** A short hash of each sub-topology's id and sorted source topics. */
 function layoutFingerprint(subs: readonly SubTopology[]): string {
-  const layout = subs.map((s) => [s.id, [...s.sourceTopics].sort()]);
-  return createHash('sha256').update(JSON.stringify(layout)).digest('hex').slice(0, 16);
+  return jsonHash(subs.map((s) => [s.id, [...s.sourceTopics].sort()]));
 }
 
 function describeTopology(appId: string, subs: readonly SubTopology[]): string {

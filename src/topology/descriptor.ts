@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import type { Serde } from '../api/serdes.js';
 import type { StateDescriptor } from '../api/state.js';
 import type { Topology } from './build.js';
+import { jsonHash } from './json-hash.js';
 import { storesOfNode } from './nodes.js';
 
 /**
@@ -106,7 +107,7 @@ export function describeForRecord(topology: Topology, plan: ReadonlyMap<number, 
 
 /** A stable hash of a descriptor (its JSON), to tell whether anything changed. */
 export function descriptorHash(d: TopologyDescriptor): string {
-  return createHash('sha256').update(JSON.stringify(d)).digest('hex').slice(0, 16);
+  return jsonHash(d);
 }
 
 export type ChangeKind =
