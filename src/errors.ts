@@ -44,13 +44,17 @@ export class SluiceError extends Error {
 export interface ConfigProblem {
   path: string;
   message: string;
+  /** Where the value came from, when known: `env SLUICE_HTTP_PORT`, `flag --http.port`, `file x.yaml`, `code`. */
+  source?: string;
 }
 
 /** Bad configuration: fix the listed problems and start again. Lists every problem, not the first. */
 export class ConfigError extends SluiceError {
   readonly problems: readonly ConfigProblem[];
   constructor(problems: ConfigProblem[], source = 'configuration') {
-    const lines = problems.map((p) => `  - ${p.path}: ${p.message}`).join('\n');
+    const lines = problems
+      .map((p) => `  - ${p.path}${p.source === undefined ? '' : ` (${p.source})`}: ${p.message}`)
+      .join('\n');
     super(
       'SLUICE_CONFIG_INVALID',
       `Invalid ${source} (${problems.length} problem${problems.length === 1 ? '' : 's'}):\n${lines}`,

@@ -132,18 +132,25 @@ export function brokersSource(opts: LoadConfigOptions = {}): string | undefined 
 export function loadConfig(opts: LoadConfigOptions = {}): Readonly<SluiceConfig> {
   const env = opts.env ?? process.env;
   const problems: ConfigProblem[] = [];
+  // Where each value came from (the last source that set it), named in the schema's problems.
+  const sources = new Map<string, string>();
   let merged: Record<string, any> = (opts.overrides as Record<string, any>) ?? {};
+  noteSources(merged, 'code', [], sources);
 
   const file = opts.file ?? env.SLUICE_CONFIG;
   if (file) {
     const parsed = readConfigFile(file, problems);
-    if (parsed) merged = deepMerge(merged, parsed);
+    if (parsed) {
+      merged = deepMerge(merged, parsed);
+      noteSources(parsed, `file ${file}`, [], sources);
+    }
   }
 
   const fromEnv: Record<string, any> = {};
   if (env.KAFKA_BROKERS && !env.SLUICE_KAFKA_BROKERS) {
     const leaf = leafByDotted.get('kafka.brokers')!;
     setPath(fromEnv, leaf.path, coerce(leaf, env.KAFKA_BROKERS, 'env KAFKA_BROKERS', problems));
+    sources.set('kafka.brokers', 'env KAFKA_BROKERS');
   }
   for (const [name, raw] of Object.entries(env)) {
     if (!name.startsWith('SLUICE_') || raw === undefined || RESERVED_ENV.has(name)) continue;
@@ -153,6 +160,7 @@ export function loadConfig(opts: LoadConfigOptions = {}): Readonly<SluiceConfig>
       continue;
     }
     setPath(fromEnv, leaf.path, coerce(leaf, raw, `env ${name}`, problems));
+    sources.set(leaf.path.join('.'), `env ${name}`);
   }
   merged = deepMerge(merged, fromEnv);
 
@@ -167,26 +175,53 @@ export function loadConfig(opts: LoadConfigOptions = {}): Readonly<SluiceConfig>
       continue;
     }
     setPath(fromFlags, leaf.path, coerce(leaf, raw, `flag --${dotted}`, problems));
+    sources.set(dotted, `flag --${dotted}`);
   }
   merged = deepMerge(merged, fromFlags);
 
   const result = configSchema.safeParse(merged);
   if (!result.success) {
     for (const issue of result.error.issues) {
-      const base = issue.path.map(String).join('.');
+      const parts = issue.path.map(String);
+      const base = parts.join('.');
       if (issue.code === 'unrecognized_keys') {
         for (const k of issue.keys)
           problems.push({
             path: base ? `${base}.${k}` : k,
-            message: `unknown key${didYouMean(k, keysUnder(issue.path.map(String)))}`,
+            message: `unknown key${didYouMean(k, keysUnder(parts))}`,
+            ...sourceOf([...parts, k], sources),
           });
       } else {
-        problems.push({ path: base || '(root)', message: issue.message });
+        problems.push({ path: base || '(root)', message: issue.message, ...sourceOf(parts, sources) });
       }
     }
   }
   if (problems.length > 0) throw new ConfigError(problems);
   return deepFreeze(result.data!);
+}
+
+/** Records `label` as the source of every value under `o` (a setting's value, or a whole section). */
+function noteSources(
+  o: Record<string, any>,
+  label: string,
+  prefix: string[],
+  into: Map<string, string>,
+): void {
+  for (const [k, v] of Object.entries(o)) {
+    const path = [...prefix, k];
+    if (v && typeof v === 'object' && !Array.isArray(v) && !leafByDotted.has(path.join('.')))
+      noteSources(v, label, path, into);
+    else into.set(path.join('.'), label);
+  }
+}
+
+/** `{ source }` of the value at `path` or of the nearest section above it that has one. */
+function sourceOf(path: readonly string[], sources: ReadonlyMap<string, string>): { source?: string } {
+  for (let i = path.length; i > 0; i--) {
+    const s = sources.get(path.slice(0, i).join('.'));
+    if (s !== undefined) return { source: s };
+  }
+  return {};
 }
 
 /** The keys the schema has right under `path` (`[]`: the top-level sections). */

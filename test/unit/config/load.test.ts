@@ -84,6 +84,94 @@ test('config should reject unknown keys in the file, env and flags together', ()
   );
 });
 
+test('config should list the problems across settings even when another setting has a value of the wrong kind', () => {
+  // A misspelt enum (processing.guarantee) and a string where a boolean goes (kafka.ssl.enabled)
+  // made zod skip every check across fields: the authMetrics, groupInstanceId, cert/key and
+  // heartbeat problems came only one run later.
+  const f = yamlFile(
+    [
+      'processing:\n  guarantee: exactly-once',
+      'http:\n  authMetrics: true',
+      'kafka:',
+      '  staticMembership: false',
+      '  groupInstanceId: w-1',
+      '  sessionTimeoutMs: 6000',
+      '  heartbeatIntervalMs: 6000',
+      '  ssl:\n    enabled: "yes"\n    cert: /etc/hostname',
+      '',
+    ].join('\n'),
+  );
+  assert.throws(
+    () => loadConfig({ file: f, env: {} }),
+    (e: unknown) => {
+      assert.ok(e instanceof ConfigError);
+      const said = Object.fromEntries(e.problems.map((p) => [p.path, p.message]));
+      assert.deepEqual(Object.keys(said).sort(), [
+        'http.authMetrics',
+        'kafka.groupInstanceId',
+        'kafka.heartbeatIntervalMs',
+        'kafka.ssl.enabled',
+        'kafka.ssl.key',
+        'processing.guarantee',
+      ]);
+      assert.equal(said['http.authMetrics'], 'needs http.authToken');
+      assert.equal(said['kafka.groupInstanceId'], 'set, but kafka.staticMembership is false');
+      assert.match(said['kafka.heartbeatIntervalMs']!, /must be below kafka\.sessionTimeoutMs \(6000\)/);
+      assert.equal(said['kafka.ssl.key'], 'kafka.ssl.cert and kafka.ssl.key go together');
+      return true;
+    },
+  );
+});
+
+test('config should refuse a heartbeat interval at or above the session timeout, and take one below it', () => {
+  const problems = (env: NodeJS.ProcessEnv) => {
+    try {
+      loadConfig({ env });
+      return [];
+    } catch (e) {
+      assert.ok(e instanceof ConfigError);
+      return e.problems.map((p) => p.path);
+    }
+  };
+  assert.deepEqual(
+    problems({ SLUICE_KAFKA_SESSION_TIMEOUT_MS: '6000', SLUICE_KAFKA_HEARTBEAT_INTERVAL_MS: '10000' }),
+    ['kafka.heartbeatIntervalMs'],
+  );
+  assert.deepEqual(
+    problems({ SLUICE_KAFKA_SESSION_TIMEOUT_MS: '6000', SLUICE_KAFKA_HEARTBEAT_INTERVAL_MS: '2000' }),
+    [],
+  );
+  assert.deepEqual(problems({ SLUICE_KAFKA_SESSION_TIMEOUT_MS: '9000' }), [], 'the default 3000 is below it');
+});
+
+test('config should say where a rejected value came from: env, flag, file or code', () => {
+  const f = yamlFile('processing:\n  commitIntervalMs: 0\nkafka:\n  sasl:\n    username: u\n');
+  assert.throws(
+    () =>
+      loadConfig({
+        file: f,
+        env: { SLUICE_HTTP_PORT: '70000', KAFKA_BROKERS: 'no-port' },
+        flags: [['state.recordCacheMaxBytes', '-1']],
+        overrides: { log: { level: 'loud' as 'info' } },
+      }),
+    (e: unknown) => {
+      assert.ok(e instanceof ConfigError);
+      const from = Object.fromEntries(e.problems.map((p) => [p.path, p.source]));
+      assert.deepEqual(from, {
+        'http.port': 'env SLUICE_HTTP_PORT',
+        'kafka.brokers.0': 'env KAFKA_BROKERS',
+        'state.recordCacheMaxBytes': 'flag --state.recordCacheMaxBytes',
+        'processing.commitIntervalMs': `file ${f}`,
+        'kafka.sasl.username': `file ${f}`,
+        'log.level': 'code',
+      });
+      assert.match(e.message, /- http\.port \(env SLUICE_HTTP_PORT\): /);
+      assert.match(e.message, /- kafka\.brokers\.0 \(env KAFKA_BROKERS\): expected host:port/);
+      return true;
+    },
+  );
+});
+
 test('config should suggest the env name a misspelt SLUICE_ variable was meant to be', () => {
   assert.throws(
     () => loadConfig({ env: { SLUICE_PROCESSING_GAURANTEE: 'at_least_once' } }),
@@ -116,7 +204,7 @@ test('sluice run should fail at start with every config problem listed and exit 
   assert.equal(r.status, 1);
   assert.match(r.stderr, /3 problems/);
   assert.match(r.stderr, /processing\.guarantee/);
-  assert.match(r.stderr, /bogus: unknown key/);
+  assert.match(r.stderr, /bogus \(file [^)]*sluice\.yaml\): unknown key/);
   assert.match(r.stderr, /flag --http\.port/);
 });
 
