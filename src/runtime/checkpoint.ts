@@ -71,8 +71,13 @@ export async function writeCheckpoint(
   const records = progress.collector.drain();
   const outputCount = [...records.values()].reduce((a, l) => a + recordCount(l), 0);
   const changelog = new Map<string, OutRecord[]>();
-  // Into record batches when the outputs go into them: a producer that sends batches.
-  store()?.writeChangelog(changelog, d.partition, progress.collector.partitionsOf !== undefined);
+  try {
+    // Into record batches when the outputs go into them: a producer that sends batches.
+    store()?.writeChangelog(changelog, d.partition, progress.collector.partitionsOf !== undefined);
+  } catch (e) {
+    progress.failed = cleared; // the outputs drained above go with it (a value that cannot be written)
+    throw e;
+  }
   const all = new Map(records);
   for (const [t, l] of changelog) all.set(t, l);
   // The partition's event time goes with its offset (as Kafka Streams does), so that a task

@@ -51,6 +51,8 @@ export interface TaskManagerDeps extends WorkerParts {
   failOverOnFullDisk: (task: Task, e: unknown) => boolean;
   /** A task's processing failed outside a batch (an async stage): the worker's policy decides. */
   taskFailed: (task: Task, e: unknown) => void;
+  /** The worker failed (`fail` policy, full disk): nothing more commits (half a batch, say). */
+  hasFailed?: () => boolean;
   /** Bound on a starting task's broker calls after its restore (default in `Task`). */
   startStepTimeoutMs?: number;
   /** Exactly-once v2: the worker's one producer and its transactions (worker-transactions.ts). */
@@ -327,7 +329,7 @@ export class TaskManager {
   checkpoint(task: Task): Promise<void> {
     // A revoked task's batch handler may still be running (kafkajs rejoins from inside a fetch):
     // its last checkpoint is its close's (or none, exactly-once v2), never one from the handler.
-    if (!this.owns(task)) return Promise.resolve();
+    if (!this.owns(task) || this.#d.hasFailed?.() === true) return Promise.resolve();
     if (this.#d.transactions !== undefined || this.#d.config.processing.guarantee === 'at_least_once')
       for (const t of this.#tasks.values())
         if (t !== task && t.state === 'running' && t.hasPending) void this.#checkpoint(t);

@@ -131,6 +131,7 @@ export class Worker {
       inputRate: this.#inputRate,
       failOverOnFullDisk: (task, e) => this.#failOverOnFullDisk(task, e),
       taskFailed: (task, e) => this.#taskFailed(task, e),
+      hasFailed: () => this.#state === 'failed',
     });
     this.#changelogs = new ChangelogWatch({
       ...parts,
@@ -296,10 +297,8 @@ export class Worker {
     if (sub === undefined) return;
     const task = this.#manager.tasks.get(taskIdOf(sub, b.partition));
     if (!task) return;
-    if (task.state !== 'running') {
-      // Restoring: the batch is fetched again later. Never hold the consumer while stopping.
-      return this.#manager.awaitReady(task, b.heartbeat, this.#running);
-    }
+    // Restoring: the batch is fetched again later. Never hold the consumer while stopping.
+    if (task.state !== 'running') return this.#manager.awaitReady(task, b.heartbeat, this.#running);
     if (task.checkpointBacklogged) await this.#manager.awaitIdle(task, b.heartbeat, this.#running);
     if (task.async.backlogged) await this.#manager.awaitRoom(task, b.heartbeat, this.#running);
     if (b.isStale() || !this.#manager.owns(task) || task.state !== 'running') return;

@@ -35,6 +35,7 @@ function manager(
     /** Exactly-once v2: the worker's transactions, and the group generation the consumer is in. */
     transactions?: WorkerTransactions;
     generation?: () => number;
+    hasFailed?: () => boolean;
   } = {},
 ) {
   const app = new App({ id: 'unit-tm' });
@@ -107,6 +108,7 @@ function manager(
     lag: new Map(),
     inputRate: new InputRateMeter(metrics, 'unit-tm'),
     taskFailed: () => undefined,
+    hasFailed: opts.hasFailed,
     failOverOnFullDisk: (_t: Task, e: unknown) => {
       if (!(e instanceof StateIoError && e.diskFull)) return false;
       failedOver.push(e);
@@ -136,6 +138,35 @@ test('a batch that failed with a StateIoError should reset the task; a full disk
   m.processingFailed(task, new StateIoError('/state', 'read', 'disk full', { diskFull: true }));
   assert.equal(failedOver.length, 1, 'a full disk fails the worker over');
   assert.equal(task.state, 'running', 'and does not reset the task');
+  await m.closeAll({ checkpoint: false });
+});
+
+test('once the worker failed (the fail policy) no checkpoint should commit: not after a batch, not on the tick, not before a rejoin', async () => {
+  // What the task did since its last checkpoint may be half a batch (outputs without their
+  // offsets), a timer that fired and threw, an async record dropped when its stage closed.
+  const commits: string[] = [];
+  let failed = false;
+  const { m } = manager({
+    commitIntervalMs: 1,
+    commit: async (o) => void commits.push(o[0]!.offset),
+    hasFailed: () => failed,
+  });
+  await m.onAssignment([{ topic: 'orders', partition: 0 }]);
+  const task = m.tasks.get('0_0')!;
+  await task.whenReady();
+  await new Promise((r) => setTimeout(r, 5));
+  await m.processBatch(task, batchOf(10, []), () => true);
+  await m.checkpoint(task);
+  assert.deepEqual(commits, ['10'], 'a running worker commits');
+  failed = true;
+  await new Promise((r) => setTimeout(r, 5));
+  await m.processBatch(task, batchOf(20, []), () => true);
+  assert.ok(task.hasPending && task.checkpointDue, 'work is pending and a checkpoint is due');
+  await m.checkpoint(task);
+  m.tick(() => undefined);
+  await m.beforeRejoin();
+  await new Promise((r) => setTimeout(r, 20));
+  assert.deepEqual(commits, ['10'], 'nothing commits after the failure');
   await m.closeAll({ checkpoint: false });
 });
 
