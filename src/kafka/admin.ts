@@ -42,6 +42,27 @@ export class KafkaAdmin {
     return out;
   }
 
+  /**
+   * Each topic's `max.message.bytes` as the broker applies it (the topic's own, or the broker's
+   * default): the largest record batch it takes. Topics that do not exist are left out.
+   */
+  async maxMessageBytes(topics: readonly string[]): Promise<Map<string, number>> {
+    const out = new Map<string, number>();
+    // kafkajs fails the whole request when one topic is missing: only the ones that exist.
+    const existing = new Set(await this.#admin.listTopics());
+    const wanted = topics.filter((t) => existing.has(t));
+    if (wanted.length === 0) return out;
+    const r = await this.#admin.describeConfigs({
+      includeSynonyms: false,
+      resources: wanted.map((name) => ({ type: 2 /* TOPIC */, name, configNames: ['max.message.bytes'] })),
+    });
+    for (const res of r.resources) {
+      const v = Number(res.configEntries.find((e) => e.configName === 'max.message.bytes')?.configValue);
+      if (res.errorCode === 0 && Number.isSafeInteger(v) && v > 0) out.set(res.resourceName, v);
+    }
+    return out;
+  }
+
   /** Creates the topics that do not exist yet; returns the names it created. Safe to race. */
   async ensureTopics(specs: readonly TopicSpec[]): Promise<string[]> {
     const existing = new Set(await this.#admin.listTopics());

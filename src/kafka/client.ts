@@ -24,6 +24,11 @@ export class KafkaClient {
   readonly settings: KafkaSettings;
   #admin: Promise<KafkaAdmin> | undefined;
   readonly #ssl: ReturnType<typeof securityOptions>['ssl'];
+  /**
+   * The `max.message.bytes` of the topics a worker writes, as the cluster said at its start
+   * (`learnRecordLimits`): its tasks' collectors refuse a larger output where it is made.
+   */
+  readonly recordLimits = new Map<string, number>();
 
   constructor(settings: KafkaSettings, logger: Logger) {
     // A different kafkajs, or a load-time change to it that did not install: fail now, clearly.

@@ -1,3 +1,4 @@
+import { SerdeError } from '../errors.js';
 import { partitionOfKey } from '../kafka/partitioner.js';
 import type { PartitionsOf } from '../kafka/producer.js';
 import { appendTo, type BatchBuilder } from '../kafka/record-batch.js';
@@ -21,6 +22,19 @@ interface TopicOut {
   partitions: number;
   /** The builder each partition writes into now. */
   builders: Array<BatchBuilder | undefined>;
+  /** The largest record the topic takes, less a batch's overhead (0: no bound known). */
+  maxBytes: number;
+}
+
+/** A record batch's bytes around its one record, and a record's own around its key and value. */
+const BATCH_OVERHEAD = 61 + 21;
+
+/** The output is larger than its topic takes (`max.message.bytes`): an error of the record's. */
+export class RecordTooLargeError extends SerdeError {
+  constructor(topic: string, bytes: number, max: number) {
+    super(`an output of ${bytes} bytes is over the ${max} bytes topic ${topic} takes (max.message.bytes)`);
+    this.name = 'RecordTooLargeError';
+  }
 }
 
 /**
@@ -44,6 +58,12 @@ export class Collector implements Emitter {
   readonly #log: Array<OutRecord[] | BatchBuilder> = [];
   /** Partition counts of the task's producer (undefined: every output a plain record). */
   partitionsOf: PartitionsOf | undefined;
+  /**
+   * Each output topic's `max.message.bytes` (read at the worker's start): a larger output throws
+   * {@link RecordTooLargeError} where it is emitted, so its record is dead-lettered instead of the
+   * checkpoint failing on it again and again.
+   */
+  limits: ReadonlyMap<string, number> | undefined;
 
   emit(
     topic: string,
@@ -56,8 +76,13 @@ export class Collector implements Emitter {
   ): void {
     let t = this.#topics.get(topic);
     if (t === undefined) {
-      t = { list: [], partitions: this.partitionsOf?.(topic) ?? 0, builders: [] };
+      const max = this.limits?.get(topic);
+      t = { list: [], partitions: this.partitionsOf?.(topic) ?? 0, builders: [], maxBytes: max ?? 0 };
       this.#topics.set(topic, t);
+    }
+    if (t.maxBytes > 0) {
+      const bytes = (key?.length ?? 0) + (value?.length ?? 0) + (headers ? headerBytes(headers) : 0);
+      if (bytes + BATCH_OVERHEAD > t.maxBytes) throw new RecordTooLargeError(topic, bytes, t.maxBytes);
     }
     if (t.partitions > 0 && (partition !== undefined || key !== null)) {
       // A timestamp that is not a whole number of ms (a user's bad one) cannot be a batch's base:
@@ -106,3 +131,18 @@ export class Collector implements Emitter {
     this.count = 0;
   }
 }
+
+/** The bytes of a record's headers, near enough: names and values, 8 more for their lengths. */
+function headerBytes(h: Record<string, unknown>): number {
+  let n = 0;
+  for (const k in h) {
+    const v = h[k];
+    n += Buffer.byteLength(k) + 8;
+    if (Array.isArray(v)) for (const x of v) n += byteLength(x) + 8;
+    else n += byteLength(v);
+  }
+  return n;
+}
+
+const byteLength = (v: unknown): number =>
+  Buffer.isBuffer(v) ? v.length : typeof v === 'string' ? Buffer.byteLength(v) : v == null ? 0 : 16;

@@ -3,6 +3,7 @@ import type { Headers, InRecord } from '../kafka/types.js';
 import type { Logger } from '../ops/logger.js';
 import type { WorkerMetrics } from '../ops/metrics.js';
 import type { ErrorPolicy } from '../topology/nodes.js';
+import { RecordTooLargeError } from './collector.js';
 import type { Emitter } from './operators.js';
 import type { DueTimer } from './task-state.js';
 
@@ -22,6 +23,11 @@ export const DLQ_HEADERS = {
   /** A timer's dead letter (kind `timer`, key = the timer's key, no value): its time and domain. */
   timerTimestamp: 'sluice.timer.timestamp',
   timerDomain: 'sluice.timer.domain',
+  /**
+   * The record's value is left out (its size in bytes): the dead letter with it was larger than
+   * the dead-letter topic takes. The record itself is at the source topic, partition and offset.
+   */
+  valueOmitted: 'sluice.value.omitted',
 } as const;
 
 /** The dead-letter copy of a record: its original bytes, plus headers naming what went wrong. */
@@ -88,7 +94,13 @@ export function applyErrorPolicy(c: DeadLetterContext, topic: string, r: InRecor
   c.metrics.recordsDeadLettered.inc({ app: c.appId, reason: kind });
   if (policy === 'dlq') {
     const d = deadLetterRecord(r, e, { topic, partition: c.partition, kind, operator: op?.operator });
-    c.emitter.emit(c.deadLetterTopic, d.key, d.value, Number(r.timestamp), d.headers);
+    try {
+      c.emitter.emit(c.deadLetterTopic, d.key, d.value, Number(r.timestamp), d.headers);
+    } catch (tooLarge) {
+      if (!(tooLarge instanceof RecordTooLargeError) || d.value === null) throw tooLarge;
+      d.headers[DLQ_HEADERS.valueOmitted] = String(d.value.length);
+      c.emitter.emit(c.deadLetterTopic, d.key, null, Number(r.timestamp), d.headers);
+    }
   }
 }
 

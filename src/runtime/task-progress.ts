@@ -26,7 +26,10 @@ export class TaskProgress {
   constructor(
     p: Pick<SluiceConfig['processing'], 'maxOutOfOrdernessMs' | 'idleTimeoutMs' | 'idleAdvanceMs'>,
     sub?: SubTopology,
+    /** The output topics' `max.message.bytes` (Collector.limits). */
+    limits?: ReadonlyMap<string, number>,
   ) {
+    this.collector.limits = limits;
     for (const n of sub?.nodes ?? [])
       if (n.spec.kind === 'sink' && n.spec.internal && !this.#announceTo.includes(n.spec.topic))
         this.#announceTo.push(n.spec.topic);

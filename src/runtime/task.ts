@@ -105,7 +105,7 @@ export class Task {
     this.#rc.partition = partition;
     if (deps.now) this.#rc.now = deps.now;
     this.shedder = new TaskShedder({ ...deps.config.overload, overflowTopic: overflowTopic(deps.appId) });
-    this.#progress = new TaskProgress(deps.config.processing, sub);
+    this.#progress = new TaskProgress(deps.config.processing, sub, deps.client.recordLimits);
     const parts = taskParts({
       ...deps,
       taskId: id,

@@ -158,3 +158,26 @@ export async function prepareTopics(
   }
   return plan;
 }
+
+/**
+ * Reads the `max.message.bytes` of every topic the job's tasks write records to (its sinks,
+ * repartition topics included, the dead-letter and overflow topics) into `into`: a task's
+ * collector then refuses a larger output where the record that made it is processed, so the
+ * record is dead-lettered (a dead letter too large goes without its value) instead of every
+ * checkpoint failing on it. Without them (a cluster that refuses DescribeConfigs to this
+ * principal), nothing is checked and the broker's refusal resets the task, as before.
+ */
+export async function learnRecordLimits(
+  admin: KafkaAdmin,
+  topology: Topology,
+  into: Map<string, number>,
+  onError: (e: unknown) => void,
+): Promise<void> {
+  const topics = new Set([deadLetterTopic(topology.appId), overflowTopic(topology.appId)]);
+  for (const s of topology.subtopologies) for (const t of s.sinkTopics) topics.add(t);
+  try {
+    for (const [t, n] of await admin.maxMessageBytes([...topics])) into.set(t, n);
+  } catch (e) {
+    onError(e);
+  }
+}

@@ -10,7 +10,7 @@ import {
   diffTopologies,
   type TopologyDescriptor,
 } from '../topology/descriptor.js';
-import { type PartitionPlan, prepareTopics, topologyTopic } from './topics.js';
+import { learnRecordLimits, type PartitionPlan, prepareTopics, topologyTopic } from './topics.js';
 
 /** One record of `<appId>-topology`: the descriptor the last worker to change it ran. */
 export interface TopologyRecord {
@@ -80,6 +80,12 @@ export async function prepareAndRecord(
     overflow: config.overload.mode === 'divert',
     replicationFactor: config.kafka.replicationFactor,
   });
+  await learnRecordLimits(admin, topology, client.recordLimits, (err) =>
+    logger.warn(
+      { err },
+      "cannot read the output topics' max.message.bytes: outputs too large are not dead-lettered",
+    ),
+  );
   const descriptor = describeForRecord(topology, plan);
   const hash = descriptorHash(descriptor);
   const recorded = await readRecordedTopology(client, admin, topology.appId);

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { partitionForKey } from '../../../src/kafka/partitioner.js';
 import { BUILDER_BYTES, recordCount } from '../../../src/kafka/record-batch.js';
-import { Collector } from '../../../src/runtime/collector.js';
+import { Collector, RecordTooLargeError } from '../../../src/runtime/collector.js';
 
 const key = (i: number) => Buffer.from(`key-${i}`);
 
@@ -117,4 +117,28 @@ test('an output that fails to be written leaves the count and the marks as they 
   c.truncate(mark);
   const list = c.drain().get('out')!;
   assert.equal(recordCount(list), 1, 'the record before the mark is still there');
+});
+
+test("an output over its topic's max.message.bytes should throw where it is emitted and leave nothing behind", () => {
+  const c = new Collector();
+  c.limits = new Map([['small', 1000]]);
+  c.emit('small', key(1), Buffer.alloc(900), 0, undefined);
+  assert.throws(
+    () => c.emit('small', key(2), Buffer.alloc(950), 0, undefined),
+    (e: unknown) =>
+      e instanceof RecordTooLargeError && /over the 1000 bytes topic small takes/.test(e.message),
+  );
+  assert.throws(
+    () => c.emit('small', key(3), Buffer.alloc(800), 0, { h: 'z'.repeat(200) }),
+    RecordTooLargeError,
+  );
+  c.emit('other', key(4), Buffer.alloc(5000), 0, undefined); // no bound known: not checked
+  assert.equal(c.count, 2);
+  assert.deepEqual(
+    [...c.drain()].map(([t, l]) => [t, l.length]),
+    [
+      ['small', 1],
+      ['other', 1],
+    ],
+  );
 });

@@ -22,8 +22,11 @@ function fakeKafka(topics: Record<string, number>) {
       for (const s of specs) if (!cluster.has(s.topic)) cluster.set(s.topic, s.partitions);
       return [];
     },
+    maxMessageBytes: async (names: readonly string[]) =>
+      new Map(names.filter((n) => cluster.has(n)).map((n) => [n, 1_048_588])),
   } as unknown as KafkaAdmin;
   const client = {
+    recordLimits: new Map<string, number>(),
     partitionReader: () => ({
       endOffsets: async (t: string) => ({ low: 0n, high: BigInt(log.get(t)?.length ?? 0) }),
       read: async (o: { topic: string; from: bigint; to: bigint; onRecords(r: InRecord[]): void }) => {
@@ -72,6 +75,8 @@ test('prepareAndRecord should record the topology once, refuse a renamed store, 
   const { l, warned } = logger();
   await prepareAndRecord(k.admin, k.client, counts('per-user'), config(false), l);
   assert.equal(k.log.get('shop-topology')?.length, 1, 'recorded, in the topic prepareTopics created');
+  const limits = (k.client as unknown as { recordLimits: Map<string, number> }).recordLimits;
+  assert.deepEqual([...limits.keys()].sort(), ['counts', 'shop-by-user-repartition', 'shop-dlq']);
   await prepareAndRecord(k.admin, k.client, counts('per-user'), config(false), l);
   assert.equal(k.log.get('shop-topology')?.length, 1, 'an unchanged topology is not written again');
 
