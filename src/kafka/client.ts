@@ -85,7 +85,9 @@ export class KafkaClient {
       createPartitioner: createKeyPartitioner(),
     });
     await p.connect();
-    return new PlainProducer(p, this.settings.lingerMs ?? 0);
+    const plain = new PlainProducer(p, this.settings.lingerMs ?? 0);
+    plain.limits = this.recordLimits;
+    return plain;
   }
 
   /**
@@ -112,6 +114,7 @@ export class KafkaClient {
     });
     await p.connect();
     const tp = new TransactionalProducer(p, transactionalId, timeoutMs);
+    tp.limits = this.recordLimits;
     try {
       await tp.fence();
     } catch (e) {

@@ -4,6 +4,7 @@ import { CompressionTypes, type Producer, type RecordMetadata, type Transaction 
 import { mayBeUnanswered, someInChain } from './error-chain.js';
 import { producerCluster } from './kafkajs-patch.js';
 import { partitionOfKey } from './partitioner.js';
+import { BATCH_HEADER } from './record-batch.js';
 import {
   CONCURRENT_TRANSACTIONS_ATTEMPTS,
   retryConcurrentTransactions,
@@ -56,6 +57,8 @@ export type PartitionsOf = (topic: string) => number | undefined;
 export function toSends(
   records: TopicRecords,
   partitionsOf: PartitionsOf = () => undefined,
+  /** Topics' `max.message.bytes`: a partition's bytes in one send stay under it (one batch). */
+  limits?: ReadonlyMap<string, number>,
 ): Array<Array<{ topic: string; messages: OutRecord[] }>> {
   const sends: Array<Array<{ topic: string; messages: OutRecord[] }>> = [];
   /** Bytes per send, all topics: a request stays far under the broker's socket.request.max.bytes. */
@@ -77,7 +80,9 @@ export function toSends(
     let total = 0;
     for (let i = 0; i < messages.length; i++) total += sizes[i] = sizeOf(messages[i]!);
     if (messages.length === 0) continue;
-    if (total <= MAX_SEND_BYTES) {
+    const limit = limits?.get(topic);
+    const cap = limit === undefined ? MAX_SEND_BYTES : Math.min(MAX_SEND_BYTES, limit - 2 * BATCH_HEADER);
+    if (total <= cap) {
       const i = roomFrom(0, total);
       (sends[i] ??= []).push({ topic, messages });
       sendBytes[i] = (sendBytes[i] ?? 0) + total;
@@ -100,7 +105,7 @@ export function toSends(
       const sz = sizes[i]!;
       let send = sendOf[slot] ?? 0;
       let bytes = bytesIn[slot] ?? 0;
-      if (bytes > 0 && bytes + sz > MAX_SEND_BYTES) {
+      if (bytes > 0 && bytes + sz > cap) {
         send++;
         bytes = 0;
       }
@@ -221,6 +226,8 @@ function brokerErrorIn(types: readonly string[], codes: readonly number[]): (e: 
 
 /** An idempotent producer for at-least-once: send, wait for acks=all. */
 export class PlainProducer {
+  /** The topics' `max.message.bytes` (the client's `recordLimits`): see {@link toSends}. */
+  limits: ReadonlyMap<string, number> | undefined;
   readonly #p: Producer;
   readonly #partitionsOf: PartitionsOf;
   readonly #lingerMs: number;
@@ -300,7 +307,7 @@ export class PlainProducer {
 
   async #sendNow(records: TopicRecords): Promise<WrittenOffsets> {
     const written: WrittenOffsets = new Map();
-    for (const topicMessages of toSends(records, this.#partitionsOf)) {
+    for (const topicMessages of toSends(records, this.#partitionsOf, this.limits)) {
       const meta = await this.#p.sendBatch({ topicMessages, acks: -1, compression: CompressionTypes.None });
       mergeMax(written, lastOffsets(meta, topicMessages));
     }
@@ -319,6 +326,8 @@ export class PlainProducer {
  * changelog records, and the input offsets beside them, then commit.
  */
 export class TransactionalProducer {
+  /** The topics' `max.message.bytes` (the client's `recordLimits`): see {@link toSends}. */
+  limits: ReadonlyMap<string, number> | undefined;
   readonly id: string;
   readonly #p: Producer;
   /** The transaction timeout the producer was made with (`transaction.timeout.ms`). */
@@ -513,7 +522,7 @@ export class TransactionalProducer {
     /** Why the records' and the offsets' chains failed, once both settled. */
     let failures: unknown[] = [];
     try {
-      const sends = toSends(records, this.#partitionsOf);
+      const sends = toSends(records, this.#partitionsOf, this.limits);
       // The offsets go at once, beside the records. kafkajs pipelines a connection's requests
       // (maxInFlightRequests, client.ts) and the broker handles them in order, one at a time: the
       // AddOffsetsToTxn follows the first AddPartitionsToTxn, and the TxnOffsetCommit the

@@ -367,9 +367,10 @@ export function appendTo(
   value: Buffer | string | null,
   timestamp: number,
   headers?: Record<string, unknown>,
+  /** A smaller bound for a topic that takes less (its `max.message.bytes`). */
+  maxBytes = BUILDER_BYTES,
 ): BatchBuilder {
-  if (current !== undefined && current.append(key, value, timestamp, headers, BUILDER_BYTES) >= 0)
-    return current;
+  if (current !== undefined && current.append(key, value, timestamp, headers, maxBytes) >= 0) return current;
   const next = new BatchBuilder(partition);
   next.append(key, value, timestamp, headers);
   list.push({ key: null, value: null, partition, batch: next });

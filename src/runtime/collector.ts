@@ -1,7 +1,7 @@
 import { SerdeError } from '../errors.js';
 import { partitionOfKey } from '../kafka/partitioner.js';
 import type { PartitionsOf } from '../kafka/producer.js';
-import { appendTo, type BatchBuilder } from '../kafka/record-batch.js';
+import { appendTo, type BatchBuilder, BUILDER_BYTES } from '../kafka/record-batch.js';
 import type { OutRecord } from '../kafka/types.js';
 import type { Emitter } from './operators.js';
 
@@ -22,8 +22,10 @@ interface TopicOut {
   partitions: number;
   /** The builder each partition writes into now. */
   builders: Array<BatchBuilder | undefined>;
-  /** The largest record the topic takes, less a batch's overhead (0: no bound known). */
+  /** The largest record batch the topic takes (0: no bound known). */
   maxBytes: number;
+  /** A builder's bound: BUILDER_BYTES, or less for a topic that takes less. */
+  builderBytes: number;
 }
 
 /** A record batch's bytes around its one record, and a record's own around its key and value. */
@@ -76,8 +78,15 @@ export class Collector implements Emitter {
   ): void {
     let t = this.#topics.get(topic);
     if (t === undefined) {
-      const max = this.limits?.get(topic);
-      t = { list: [], partitions: this.partitionsOf?.(topic) ?? 0, builders: [], maxBytes: max ?? 0 };
+      const max = this.limits?.get(topic) ?? 0;
+      const builderBytes = max > 0 ? Math.min(BUILDER_BYTES, max - BATCH_OVERHEAD) : BUILDER_BYTES;
+      t = {
+        list: [],
+        partitions: this.partitionsOf?.(topic) ?? 0,
+        builders: [],
+        maxBytes: max,
+        builderBytes,
+      };
       this.#topics.set(topic, t);
     }
     if (t.maxBytes > 0) {
@@ -89,7 +98,7 @@ export class Collector implements Emitter {
       // such a record gets the time it is written, as the encoder gives a plain one.
       const ts = Number.isSafeInteger(timestamp) ? timestamp : Date.now();
       const p = partition ?? partitionOfKey(key!, t.partitions);
-      const b = appendTo(t.list, t.builders[p], p, key, value, ts, headers);
+      const b = appendTo(t.list, t.builders[p], p, key, value, ts, headers, t.builderBytes);
       t.builders[p] = b;
       // Counted once written: a record that failed to write leaves the marks as they were.
       this.#log.push(b);

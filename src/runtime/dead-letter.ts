@@ -94,14 +94,33 @@ export function applyErrorPolicy(c: DeadLetterContext, topic: string, r: InRecor
   c.metrics.recordsDeadLettered.inc({ app: c.appId, reason: kind });
   if (policy === 'dlq') {
     const d = deadLetterRecord(r, e, { topic, partition: c.partition, kind, operator: op?.operator });
-    try {
-      c.emitter.emit(c.deadLetterTopic, d.key, d.value, Number(r.timestamp), d.headers);
-    } catch (tooLarge) {
-      if (!(tooLarge instanceof RecordTooLargeError) || d.value === null) throw tooLarge;
-      d.headers[DLQ_HEADERS.valueOmitted] = String(d.value.length);
-      c.emitter.emit(c.deadLetterTopic, d.key, null, Number(r.timestamp), d.headers);
-    }
+    emitDeadLetter(c, d, Number(r.timestamp));
   }
+}
+
+/**
+ * A dead letter larger than the dead-letter topic takes goes without its value, and then also
+ * without its key and the record's own headers: the source topic, partition and offset name it.
+ */
+function emitDeadLetter(c: DeadLetterContext, d: ReturnType<typeof deadLetterRecord>, ts: number): void {
+  const emit = () => c.emitter.emit(c.deadLetterTopic, d.key, d.value, ts, d.headers);
+  try {
+    emit();
+    return;
+  } catch (e) {
+    if (!(e instanceof RecordTooLargeError)) throw e;
+  }
+  d.headers[DLQ_HEADERS.valueOmitted] = String(d.value?.length ?? 0);
+  d.value = null;
+  try {
+    emit();
+    return;
+  } catch (e) {
+    if (!(e instanceof RecordTooLargeError)) throw e;
+  }
+  d.key = null;
+  for (const k of Object.keys(d.headers)) if (!k.startsWith('sluice.')) delete d.headers[k];
+  emit();
 }
 
 /**

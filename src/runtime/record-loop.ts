@@ -5,6 +5,7 @@ import type { OperatorCostSampler } from '../overload/operator-cost.js';
 import type { TaskShedder } from '../overload/shedder.js';
 import type { SubTopology } from '../topology/build.js';
 import type { InFlight } from './async-stage.js';
+import { type Collector, RecordTooLargeError } from './collector.js';
 import {
   applyAsyncErrorPolicy,
   applyCacheFlushErrorPolicy,
@@ -191,17 +192,14 @@ export class RecordLoop {
       }
       rc.offset = r.offset;
       rc.timestamp = Number(r.timestamp);
-      if (shedAtSource && shedder.dropRandom()) {
-        // Shed before deserializing: the cheapest place. Its offset is committed like any other.
+      // Shed before deserializing: the cheapest place. Its offset is committed like any other. A
+      // record too large for the overflow topic is processed instead of lost.
+      if (
+        shedAtSource &&
+        shedder.dropRandom() &&
+        (!shedder.divert || divert(collector, shedder, r, topic, this.#d.partition))
+      ) {
         shed++;
-        if (shedder.divert)
-          collector.emit(
-            shedder.overflowTopic,
-            r.key,
-            r.value,
-            rc.timestamp,
-            shedder.overflowHeaders(r, topic, this.#d.partition),
-          );
         continue;
       }
       rc.headers = r.headers as Record<string, unknown> | undefined;
@@ -271,5 +269,28 @@ export class RecordLoop {
       metrics.processingTime.observe({ app: appId }, busyMs / 1000);
     }
     return data;
+  }
+}
+
+/** Writes a shed record to the overflow topic; false when the topic cannot take it. */
+function divert(
+  collector: Collector,
+  shedder: Pick<TaskShedder, 'overflowTopic' | 'overflowHeaders'>,
+  r: InRecord,
+  topic: string,
+  partition: number,
+): boolean {
+  try {
+    collector.emit(
+      shedder.overflowTopic,
+      r.key,
+      r.value,
+      Number(r.timestamp),
+      shedder.overflowHeaders(r, topic, partition),
+    );
+    return true;
+  } catch (e) {
+    if (e instanceof RecordTooLargeError) return false;
+    throw e;
   }
 }

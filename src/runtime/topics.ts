@@ -177,7 +177,13 @@ export async function learnRecordLimits(
   for (const s of topology.subtopologies) for (const t of s.sinkTopics) topics.add(t);
   try {
     for (const [t, n] of await admin.maxMessageBytes([...topics])) into.set(t, n);
-  } catch (e) {
-    onError(e);
+  } catch {
+    // One topic refused (its ACLs) fails the whole request: each alone, so the others count.
+    for (const topic of topics)
+      try {
+        for (const [t, n] of await admin.maxMessageBytes([topic])) into.set(t, n);
+      } catch (e) {
+        onError(e);
+      }
   }
 }

@@ -31,20 +31,23 @@ test('an output too large for its topic should dead-letter its record, and a dea
     if (seq === 6) return { seq, grow: 30_000, pad: 'y'.repeat(25_000) }; // its dead letter is 25 kB too
     return { seq };
   };
-  await produce(
-    input,
-    Array.from({ length: 10 }, (_, seq) => ({ key: `k${seq}`, value: JSON.stringify(value(seq)) })),
-  );
+  // Then 300 records of about 250 bytes out: more than 20 kB per checkpoint, which must go in
+  // several batches (a Produce's batch of one partition is refused whole when over the bound).
+  const more = Array.from({ length: 300 }, (_, i) => ({ seq: 10 + i, grow: 200 }));
+  await produce(input, [
+    ...Array.from({ length: 10 }, (_, seq) => ({ key: `k${seq}`, value: JSON.stringify(value(seq)) })),
+    ...more.map((v) => ({ key: `k${v.seq}`, value: JSON.stringify(v) })),
+  ]);
   const w = spawnWorker('dlq', {
     name: 'too-large',
     env: { TEST_APP_ID: id, TEST_INPUT: input, TEST_OUTPUT: output },
   });
   t.after(() => w.kill('SIGTERM'));
 
-  const out = await readAll(output, { expected: 8, timeoutMs: 60_000 });
+  const out = await readAll(output, { expected: 308, timeoutMs: 60_000 });
   assert.deepEqual(
     out.map((r) => JSON.parse(r.value!).seq),
-    [0, 1, 2, 4, 5, 7, 8, 9],
+    [0, 1, 2, 4, 5, 7, 8, 9, ...more.map((v) => v.seq)],
     'every other record out once, in order',
   );
   const dlq = await readAll(`${id}-dlq`, { expected: 2, timeoutMs: 30_000 });

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { partitionForKey } from '../../../src/kafka/partitioner.js';
+import { toSends } from '../../../src/kafka/producer.js';
 import { BUILDER_BYTES, recordCount } from '../../../src/kafka/record-batch.js';
 import { Collector, RecordTooLargeError } from '../../../src/runtime/collector.js';
 
@@ -141,4 +142,26 @@ test("an output over its topic's max.message.bytes should throw where it is emit
       ['other', 1],
     ],
   );
+});
+
+test('a topic that takes less than a builder holds should get builders and sends under its max.message.bytes', () => {
+  const c = new Collector();
+  c.partitionsOf = () => 2;
+  c.limits = new Map([['small', 2000]]);
+  for (let i = 0; i < 100; i++) c.emit('small', key(i), Buffer.alloc(100), 0, undefined);
+  const out = c.drain();
+  const entries = out.get('small')!;
+  assert.equal(recordCount(entries), 100);
+  assert.ok(entries.length > 2, 'several builders per partition');
+  for (const e of entries) assert.ok(e.batch!.size <= 2000, `a builder of ${e.batch!.size} bytes`);
+  // Two builders of a partition in one send are merged into one batch: a send keeps under the bound.
+  for (const send of toSends(out, () => 2, c.limits)) {
+    const perPartition = new Map<number, number>();
+    for (const { messages } of send)
+      for (const m of messages)
+        perPartition.set(m.partition!, (perPartition.get(m.partition!) ?? 0) + m.batch!.size);
+    for (const bytes of perPartition.values())
+      assert.ok(bytes <= 2000, `a send of ${bytes} bytes to one partition`);
+  }
+  assert.ok(BUILDER_BYTES > 2000);
 });
