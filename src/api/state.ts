@@ -1,3 +1,4 @@
+import { SerdeError } from '../errors.js';
 import { json, type Serde } from './serdes.js';
 
 /**
@@ -155,22 +156,41 @@ export function liveState<P extends object>(p: P): P {
  * else (Date, Buffer, class instances) through `structuredClone`.
  */
 export function copyValue<T>(v: T): T {
-  if (typeof v !== 'object' || v === null) return v;
+  return copyDeep(v, false);
+}
+
+/**
+ * {@link copyValue} for a state whose serde is the built-in `json()`: a BigInt anywhere in the
+ * value throws a `SerdeError` where it is set, in the operator, so that its record is
+ * dead-lettered; else the checkpoint's JSON.stringify would fail on it at every try.
+ */
+export function copyJsonValue<T>(v: T): T {
+  return copyDeep(v, true);
+}
+
+function copyDeep<T>(v: T, json: boolean): T {
+  if (typeof v !== 'object' || v === null) {
+    if (json && typeof v === 'bigint')
+      throw new SerdeError(
+        `cannot write JSON: a bigint (${v}) has no JSON form; keep it as a string or a number, or give the state a serde that writes it`,
+      );
+    return v;
+  }
   if (Array.isArray(v)) {
     const n = v.length;
     const out = new Array(n);
-    for (let i = 0; i < n; i++) out[i] = copyValue(v[i]);
+    for (let i = 0; i < n; i++) out[i] = copyDeep(v[i], json);
     return out as T;
   }
   const proto = Object.getPrototypeOf(v);
   if (proto === Object.prototype || proto === null) {
     const out: Record<string, unknown> = proto === null ? Object.create(null) : {};
-    for (const k in v) out[k] = copyValue((v as Record<string, unknown>)[k]);
+    for (const k in v) out[k] = copyDeep((v as Record<string, unknown>)[k], json);
     return out as T;
   }
   if (v instanceof Map) {
     const out = new Map();
-    for (const [k, x] of v) out.set(k, copyValue(x));
+    for (const [k, x] of v) out.set(k, copyDeep(x, json));
     return out as T;
   }
   return structuredClone(v);

@@ -1,5 +1,5 @@
 import { isThenable } from '../api/async.js';
-import { copyValue, LIVE_STATE, type ValueState } from '../api/state.js';
+import { copyJsonValue, copyValue, LIVE_STATE, type ValueState } from '../api/state.js';
 import { isSluiceFault, OperatorError, SluiceError } from '../errors.js';
 import type { GraphNode } from '../topology/nodes.js';
 import { type Copy, type KeyScope, listHandle, live, mapHandle } from './collection-state.js';
@@ -53,12 +53,14 @@ export function createProcessOp(
       continue;
     }
     const d = s.descriptor;
+    // A value JSON cannot write fails where it is set (its record is dead-lettered), not at the checkpoint.
+    const c = copy === copyValue && d.serde.fingerprint === 'json' ? copyJsonValue : copy;
     handles[s.stateName] =
       d.kind === 'value'
-        ? valueHandle(s.name, scope, st, copy)
+        ? valueHandle(s.name, scope, st, c)
         : d.kind === 'map'
-          ? mapHandle(s.name, scope, st, copy, d.keySerde, d.serde)
-          : listHandle(s.name, scope, st, copy, d.serde);
+          ? mapHandle(s.name, scope, st, c, d.keySerde, d.serde)
+          : listHandle(s.name, scope, st, c, d.serde);
   }
   let currentKey: unknown = null;
   let emitTs: number | undefined;

@@ -21,6 +21,7 @@ import {
   type KeyedState,
   type StateContext,
   type StoreInfo,
+  stateValueBytes,
   type TaskState,
   type TimerGuard,
   type TimerSource,
@@ -225,8 +226,7 @@ export class RocksTaskState implements TaskState {
     this.#snapshotWrites = this.#writes;
     if (this.#writes === 0) return;
     const dirty = this.cache.dirty();
-    // The snapshot's entries are fresh objects, ours: each becomes its write op in place (its
-    // value serialized), one object less per dirty key.
+    // The snapshot's entries are fresh objects, ours: each becomes its write op (value serialized).
     const ops = dirty as unknown as WriteOp[];
     // An explicit timestamp (CreateTime), so that the fingerprint of the last record is known.
     const now = Date.now();
@@ -234,7 +234,7 @@ export class RocksTaskState implements TaskState {
     for (let i = 0; i < dirty.length; i++) {
       const e = dirty[i]!;
       const info = this.stores.get(e.store)!;
-      const bytes = e.value === undefined ? null : info.serde.serialize(e.value);
+      const bytes = e.value === undefined ? null : stateValueBytes(info.serde, e.value, e.store);
       ops[i]!.value = bytes;
       let list = out.get(info.changelog);
       if (!list) out.set(info.changelog, (list = []));

@@ -1,5 +1,6 @@
 import type { Serde } from '../api/serdes.js';
 import type { SluiceConfig } from '../config/schema.js';
+import { SluiceError } from '../errors.js';
 import type { KafkaClient } from '../kafka/client.js';
 import type { WrittenOffsets } from '../kafka/producer.js';
 import type { OutRecord } from '../kafka/types.js';
@@ -98,6 +99,24 @@ export interface KeyedState {
  * Rough in-memory size of a decoded value, for the cache's memory bound. It must be cheap (it
  * runs on every write); it errs high for small values, which is the safe side.
  */
+/**
+ * A state value's bytes for the checkpoint. A value its serde cannot write (one of Sluice's own
+ * aggregations returning a BigInt, a custom serde that throws) has no record left to blame and
+ * would fail every checkpoint: the worker fails instead (`SLUICE_OPERATOR`, as under the `fail`
+ * policy), naming the store. A user's state under `json()` fails earlier, where it is set.
+ */
+export function stateValueBytes(serde: Serde<unknown>, value: unknown, store: string): Buffer | null {
+  try {
+    return serde.serialize(value);
+  } catch (e) {
+    throw new SluiceError(
+      'SLUICE_OPERATOR',
+      `state store ${store}: a value its serde (${serde.name}) cannot write: ${(e as Error)?.message ?? String(e)}; fix the job (or the serde) and start again`,
+      { cause: e },
+    );
+  }
+}
+
 export function approxSize(key: Buffer, v: unknown): number {
   const base = 96 + key.length;
   if (v === null || v === undefined || typeof v === 'number' || typeof v === 'boolean') return base;

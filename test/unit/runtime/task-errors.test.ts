@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { App, json, string, tumbling, valueState } from '../../../src/index.js';
+import { App, json, type Serde, string, tumbling, valueState } from '../../../src/index.js';
 import type { RocksTaskState } from '../../../src/runtime/rocks-task-state.js';
 import { StateIoError } from '../../../src/state/errors.js';
 import { taskHarness } from '../../helpers/task-harness.js';
@@ -148,5 +148,76 @@ test('a state read that fails (StateIoError) should fail the batch, not become a
   );
   const out = await h.checkpoint();
   assert.equal(out.get('unit-state-io-dlq'), undefined, 'no dead letter for a good record');
+  await h.task.close({ checkpoint: false });
+});
+
+test('a state value JSON cannot write should dead-letter the record that set it, and the checkpoint should commit the others', async () => {
+  const state = { last: valueState<{ n: unknown }>() };
+  const app = new App({ id: 'unit-bigint-state' });
+  app
+    .stream('in', { key: string(), value: json<{ big?: boolean; n: number }>() })
+    .byKey()
+    .process<number, typeof state>(
+      {
+        state,
+        onRecord(v, ctx) {
+          ctx.state.last.set({ n: v.big ? BigInt(v.n) : v.n });
+          ctx.emit(v.n);
+        },
+      },
+      { name: 'keep' },
+    )
+    .to('out');
+  const h = await taskHarness(app);
+  h.task.process(
+    'in',
+    [h.rec('a', { n: 1 }, 1), h.rec('b', { n: 2, big: true }, 2), h.rec('c', { n: 3 }, 3)],
+    () => undefined,
+  );
+  const out = await h.checkpoint();
+  assert.deepEqual(h.values(out, 'out'), [1, 3], 'the others are out');
+  const dlq = out.get('unit-bigint-state-dlq') ?? [];
+  assert.equal(dlq.length, 1, 'the record that set the bigint is dead-lettered');
+  assert.match(String(dlq[0]!.headers?.['sluice.error.message']), /bigint \(2\) has no JSON form/);
+  await h.task.close({ checkpoint: false });
+});
+
+test('a state value its custom serde cannot write should fail the worker with the store named, not fail every checkpoint', async () => {
+  // A custom serde writes at the checkpoint, where no record is left to dead-letter.
+  const picky: Serde<number> = {
+    name: 'picky',
+    serialize: (v) => {
+      if (v === 13) throw new RangeError('13 is unlucky');
+      return Buffer.from(String(v));
+    },
+    deserialize: (b) => Number(b?.toString()),
+  };
+  const state = { last: valueState<number>(picky) };
+  const app = new App({ id: 'unit-picky-state' });
+  app
+    .stream('in', { key: string(), value: json<{ n: number }>() })
+    .byKey()
+    .process<number, typeof state>(
+      {
+        state,
+        onRecord(v, ctx) {
+          ctx.state.last.set(v.n);
+          ctx.emit(v.n);
+        },
+      },
+      { name: 'keep' },
+    )
+    .to('out');
+  const h = await taskHarness(app);
+  h.task.process('in', [h.rec('a', { n: 13 }, 1)], () => undefined);
+  await assert.rejects(h.task.checkpoint(), (e: unknown) => {
+    assert.equal(
+      (e as { code?: string }).code,
+      'SLUICE_OPERATOR',
+      'the worker fails (as under the fail policy)',
+    );
+    assert.match((e as Error).message, /state store \S*last\S* .*\(picky\) cannot write: 13 is unlucky/);
+    return true;
+  });
   await h.task.close({ checkpoint: false });
 });
