@@ -191,10 +191,11 @@ export function loadConfig(opts: LoadConfigOptions = {}): Readonly<SluiceConfig>
             message: `unknown key${didYouMean(k, keysUnder(parts))}`,
             ...sourceOf([...parts, k], sources),
           });
-      } else {
+      } else if (issue.code !== 'custom') {
         problems.push({ path: base || '(root)', message: issue.message, ...sourceOf(parts, sources) });
       }
     }
+    problems.push(...acrossFields(merged, result.error.issues, sources));
   }
   if (problems.length > 0) throw new ConfigError(problems);
   return deepFreeze(result.data!);
@@ -215,13 +216,76 @@ function noteSources(
   }
 }
 
-/** `{ source }` of the value at `path` or of the nearest section above it that has one. */
+/**
+ * `{ source }` of the value at `path`, of the nearest section above it that has one, or (a
+ * section set whole, unknown) of the first value under it.
+ */
 function sourceOf(path: readonly string[], sources: ReadonlyMap<string, string>): { source?: string } {
   for (let i = path.length; i > 0; i--) {
     const s = sources.get(path.slice(0, i).join('.'));
     if (s !== undefined) return { source: s };
   }
+  const under = `${path.join('.')}.`;
+  for (const [p, s] of sources) if (p.startsWith(under)) return { source: s };
   return {};
+}
+
+/**
+ * The problems across settings (`kafka.ssl.cert` without `key`, `http.authMetrics` without a
+ * token, …). zod skips an object's checks across its fields once one of them failed its own
+ * check (a misspelt enum, a fractional number), and runs them on a value out of its bounds: they
+ * are checked here on the configuration with every failed value taken out (its default in), so
+ * that one run lists every problem. A problem that names a value taken out is left to that
+ * value's own.
+ */
+function acrossFields(
+  merged: Record<string, any>,
+  issues: ReadonlyArray<{ code: string; path: readonly PropertyKey[]; keys?: string[] }>,
+  sources: ReadonlyMap<string, string>,
+): ConfigProblem[] {
+  let repaired: Record<string, any>;
+  try {
+    repaired = structuredClone(merged);
+  } catch {
+    return []; // a value given in code that cannot be copied: its own problems are listed
+  }
+  const dropped: string[] = [];
+  for (const issue of issues) {
+    if (issue.code === 'custom') continue;
+    const parts = issue.path.map(String);
+    const paths =
+      issue.code === 'unrecognized_keys' ? (issue.keys ?? []).map((k) => [...parts, k]) : [leafOf(parts)];
+    for (const p of paths) {
+      if (p.length === 0) return []; // the whole configuration is not a mapping
+      deletePath(repaired, p);
+      dropped.push(p.join('.'));
+    }
+  }
+  const again = configSchema.safeParse(repaired);
+  if (again.success) return [];
+  const out: ConfigProblem[] = [];
+  for (const issue of again.error.issues) {
+    if (issue.code !== 'custom' || dropped.some((d) => issue.message.includes(d))) continue;
+    const parts = issue.path.map(String);
+    out.push({ path: parts.join('.'), message: issue.message, ...sourceOf(parts, sources) });
+  }
+  return out;
+}
+
+/** The setting a problem's path is in (`kafka.brokers.0` → `kafka.brokers`), or the path itself. */
+function leafOf(parts: readonly string[]): string[] {
+  for (let i = parts.length; i > 0; i--)
+    if (leafByDotted.has(parts.slice(0, i).join('.'))) return parts.slice(0, i);
+  return [...parts];
+}
+
+function deletePath(o: Record<string, any>, path: readonly string[]): void {
+  let cur: any = o;
+  for (let i = 0; i < path.length - 1; i++) {
+    cur = cur?.[path[i]!];
+    if (typeof cur !== 'object' || cur === null) return;
+  }
+  if (typeof cur === 'object' && cur !== null) delete cur[path[path.length - 1]!];
 }
 
 /** The keys the schema has right under `path` (`[]`: the top-level sections). */

@@ -131,7 +131,17 @@ const kafka = z
     ssl: kafkaSsl.prefault({}),
     sasl: kafkaSasl.prefault({}),
   })
-  .strict();
+  .strict()
+  .superRefine((k, ctx) => {
+    // As Kafka's consumer: a member that heartbeats less often than its session lasts is
+    // removed from the group between two heartbeats, over and over.
+    if (k.heartbeatIntervalMs >= k.sessionTimeoutMs)
+      ctx.addIssue({
+        code: 'custom',
+        path: ['heartbeatIntervalMs'],
+        message: `must be below kafka.sessionTimeoutMs (${k.sessionTimeoutMs}); a third of it or less is usual`,
+      });
+  });
 
 const processing = z
   .object({

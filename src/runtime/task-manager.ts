@@ -167,7 +167,7 @@ export class TaskManager {
       const t = this.#tasks.get(id)!;
       this.#forget(t);
       // Its folder stays: if the task comes back, it replays only the changelog's tail.
-      return this.#close(t, !v2).catch((e) =>
+      return this.#close(t, !v2 && this.#d.hasFailed?.() !== true).catch((e) =>
         logger.warn({ err: e, task: id }, 'closing revoked task failed'),
       );
     });

@@ -131,7 +131,7 @@ export class Worker {
       inputRate: this.#inputRate,
       failOverOnFullDisk: (task, e) => this.#failOverOnFullDisk(task, e),
       taskFailed: (task, e) => this.#taskFailed(task, e),
-      hasFailed: () => this.#state === 'failed',
+      hasFailed: () => this.#fatal !== undefined, // also once stopping
     });
     this.#changelogs = new ChangelogWatch({
       ...parts,

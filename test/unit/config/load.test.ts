@@ -123,6 +123,39 @@ test('config should list the problems across settings even when another setting 
   );
 });
 
+test('config should list the problems across settings beside a fractional number, and none about a value already refused', () => {
+  const paths = (env: NodeJS.ProcessEnv, file?: string) => {
+    try {
+      loadConfig({ env, file });
+      return [];
+    } catch (e) {
+      assert.ok(e instanceof ConfigError);
+      return e.problems.map((p) => `${p.path}${p.source ? ` (${p.source})` : ''}`).sort();
+    }
+  };
+  // zod's .int() stops the checks across fields for good (not even a `when` runs after it).
+  assert.deepEqual(paths({ SLUICE_PROCESSING_COMMIT_INTERVAL_MS: '0.5', SLUICE_HTTP_AUTH_METRICS: 'true' }), [
+    'http.authMetrics (env SLUICE_HTTP_AUTH_METRICS)',
+    'processing.commitIntervalMs (env SLUICE_PROCESSING_COMMIT_INTERVAL_MS)',
+  ]);
+  // A session below its minimum is one problem, not also one about the default heartbeat.
+  assert.deepEqual(paths({ SLUICE_KAFKA_SESSION_TIMEOUT_MS: '3000' }), [
+    'kafka.sessionTimeoutMs (env SLUICE_KAFKA_SESSION_TIMEOUT_MS)',
+  ]);
+  // An unknown mechanism is one problem, not also "username required by …".
+  assert.deepEqual(
+    paths({
+      SLUICE_KAFKA_SASL_MECHANISM: 'gssapi',
+      SLUICE_KAFKA_SASL_USERNAME: 'u',
+      SLUICE_KAFKA_SASL_PASSWORD: 'p',
+    }),
+    ['kafka.sasl.mechanism (env SLUICE_KAFKA_SASL_MECHANISM)'],
+  );
+  // A misspelt section of the file names the file.
+  const f = yamlFile('kafak:\n  brokers: [a:1]\n');
+  assert.deepEqual(paths({}, f), [`kafak (file ${f})`]);
+});
+
 test('config should refuse a heartbeat interval at or above the session timeout, and take one below it', () => {
   const problems = (env: NodeJS.ProcessEnv) => {
     try {
