@@ -28,6 +28,8 @@ export type WrittenOffsets = Map<string, bigint>;
  * on the way to the commit).
  */
 export const MAX_SEND_BYTES = 512 * 1024;
+/** The most a record's timestamp and offset deltas (varints) can grow when its batch is rebased. */
+const REBASE_GROWTH = 13;
 /** Bytes of one send, all partitions and topics together, at most (roughly). */
 const MAX_REQUEST_BYTES = 16 * 1024 * 1024;
 
@@ -76,12 +78,18 @@ export function toSends(
     else send.push({ topic, messages: [m] });
   };
   for (const [topic, messages] of records) {
-    const sizes = new Array<number>(messages.length);
-    let total = 0;
-    for (let i = 0; i < messages.length; i++) total += sizes[i] = sizeOf(messages[i]!);
-    if (messages.length === 0) continue;
     const limit = limits?.get(topic);
     const cap = limit === undefined ? MAX_SEND_BYTES : Math.min(MAX_SEND_BYTES, limit - 2 * BATCH_HEADER);
+    // Under a topic's own bound, a builder counts what merging it into another of its partition
+    // may add (each record's two deltas rewritten: up to REBASE_GROWTH bytes more).
+    const growth = cap < MAX_SEND_BYTES ? REBASE_GROWTH : 0;
+    const sizes = new Array<number>(messages.length);
+    let total = 0;
+    for (let i = 0; i < messages.length; i++) {
+      const m = messages[i]!;
+      total += sizes[i] = sizeOf(m) + (m.batch === undefined ? 0 : growth * m.batch.count);
+    }
+    if (messages.length === 0) continue;
     if (total <= cap) {
       const i = roomFrom(0, total);
       (sends[i] ??= []).push({ topic, messages });

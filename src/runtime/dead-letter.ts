@@ -110,17 +110,28 @@ function emitDeadLetter(c: DeadLetterContext, d: ReturnType<typeof deadLetterRec
   } catch (e) {
     if (!(e instanceof RecordTooLargeError)) throw e;
   }
-  d.headers[DLQ_HEADERS.valueOmitted] = String(d.value?.length ?? 0);
-  d.value = null;
-  try {
-    emit();
-    return;
-  } catch (e) {
-    if (!(e instanceof RecordTooLargeError)) throw e;
+  if (d.value !== null) {
+    d.headers[DLQ_HEADERS.valueOmitted] = String(d.value.length);
+    d.value = null;
+    try {
+      emit();
+      return;
+    } catch (e) {
+      if (!(e instanceof RecordTooLargeError)) throw e;
+    }
   }
   d.key = null;
   for (const k of Object.keys(d.headers)) if (!k.startsWith('sluice.')) delete d.headers[k];
-  emit();
+  try {
+    emit();
+  } catch (e) {
+    // A dead-letter topic that takes not even the headers: the record stays at its source offset.
+    if (!(e instanceof RecordTooLargeError)) throw e;
+    c.logger.error(
+      { err: e, topic: c.deadLetterTopic },
+      'a dead letter too large even without its key and value: not written',
+    );
+  }
 }
 
 /**

@@ -275,7 +275,7 @@ export class RecordLoop {
 /** Writes a shed record to the overflow topic; false when the topic cannot take it. */
 function divert(
   collector: Collector,
-  shedder: Pick<TaskShedder, 'overflowTopic' | 'overflowHeaders'>,
+  shedder: Pick<TaskShedder, 'overflowTopic' | 'overflowHeaders' | 'shed'>,
   r: InRecord,
   topic: string,
   partition: number,
@@ -290,7 +290,8 @@ function divert(
     );
     return true;
   } catch (e) {
-    if (e instanceof RecordTooLargeError) return false;
-    throw e;
+    if (!(e instanceof RecordTooLargeError)) throw e;
+    shedder.shed--; // counted by dropRandom: it is processed instead
+    return false;
   }
 }
