@@ -32,12 +32,19 @@ export function string(): Serde<string> {
   };
 }
 
+/** Marks the serdes `json()` makes (not enumerable: a serde spread from one is not one). */
+const BUILT_IN_JSON = Symbol('sluice.builtInJson');
+
+/** A serde `json()` made: state values it holds must be what JSON.stringify writes. */
+export const isBuiltInJson = (s: Serde<unknown>): boolean =>
+  (s as { [BUILT_IN_JSON]?: boolean })[BUILT_IN_JSON] === true;
+
 /**
  * JSON. @example app.stream('clicks', { value: json<Click>() })
  */
 export function json<T = unknown>(): Serde<T> {
   const decoder = new TextDecoder('utf-8', { fatal: true });
-  return {
+  const serde: Serde<T> = {
     name: 'json',
     fingerprint: 'json',
     serialize: (v) => {
@@ -62,6 +69,8 @@ export function json<T = unknown>(): Serde<T> {
       }
     },
   };
+  Object.defineProperty(serde, BUILT_IN_JSON, { value: true });
+  return serde;
 }
 
 /** Raw bytes, untouched. */

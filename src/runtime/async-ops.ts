@@ -1,5 +1,6 @@
 import type { AsyncContext } from '../api/async.js';
-import { copyValue } from '../api/state.js';
+import { isBuiltInJson } from '../api/serdes.js';
+import { copyJsonValue, copyValue } from '../api/state.js';
 import { SluiceError } from '../errors.js';
 import { type GraphNode, INFLIGHT_STATE } from '../topology/nodes.js';
 import { type AsyncBehaviour, AsyncStage, type AsyncStageEnv, type InFlight } from './async-stage.js';
@@ -111,6 +112,9 @@ function processBehaviour(
       const state: Record<string, unknown> = {};
       for (const s of values) {
         const store = s.name;
+        // As a handle's (keyed-process.ts): a value JSON cannot write fails where it is set.
+        const copyIn =
+          s.descriptor.kind === 'value' && isBuiltInJson(s.descriptor.serde) ? copyJsonValue : copyValue;
         state[s.stateName] = {
           get() {
             if (fx.writes.has(store)) return copyValue(fx.writes.get(store));
@@ -120,7 +124,7 @@ function processBehaviour(
             late('state set');
             if (v === undefined)
               throw new SluiceError('SLUICE_OPERATOR', 'valueState.set(undefined): use clear()');
-            fx.writes.set(store, copyValue(v));
+            fx.writes.set(store, copyIn(v));
           },
           clear() {
             late('state clear');

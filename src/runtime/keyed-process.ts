@@ -1,4 +1,5 @@
 import { isThenable } from '../api/async.js';
+import { isBuiltInJson } from '../api/serdes.js';
 import { copyJsonValue, copyValue, LIVE_STATE, type ValueState } from '../api/state.js';
 import { isSluiceFault, OperatorError, SluiceError } from '../errors.js';
 import type { GraphNode } from '../topology/nodes.js';
@@ -54,7 +55,7 @@ export function createProcessOp(
     }
     const d = s.descriptor;
     // A value JSON cannot write fails where it is set (its record is dead-lettered), not at the checkpoint.
-    const c = copy === copyValue && d.serde.fingerprint === 'json' ? copyJsonValue : copy;
+    const c = copy === copyValue && isBuiltInJson(d.serde) ? copyJsonValue : copy;
     handles[s.stateName] =
       d.kind === 'value'
         ? valueHandle(s.name, scope, st, c)
