@@ -134,6 +134,7 @@ export function loadConfig(opts: LoadConfigOptions = {}): Readonly<SluiceConfig>
   const problems: ConfigProblem[] = [];
   // Where each value came from (the last source that set it), named in the schema's problems.
   const sources = new Map<string, string>();
+  const refused: string[] = [];
   let merged: Record<string, any> = (opts.overrides as Record<string, any>) ?? {};
   noteSources(merged, 'code', [], sources);
 
@@ -159,7 +160,9 @@ export function loadConfig(opts: LoadConfigOptions = {}): Readonly<SluiceConfig>
       problems.push({ path: `env ${name}`, message: `unknown setting${didYouMean(name, leafByEnv.keys())}` });
       continue;
     }
-    setPath(fromEnv, leaf.path, coerce(leaf, raw, `env ${name}`, problems));
+    const v = coerce(leaf, raw, `env ${name}`, problems);
+    if (v === undefined) refused.push(leaf.path.join('.'));
+    setPath(fromEnv, leaf.path, v);
     sources.set(leaf.path.join('.'), `env ${name}`);
   }
   merged = deepMerge(merged, fromEnv);
@@ -174,7 +177,9 @@ export function loadConfig(opts: LoadConfigOptions = {}): Readonly<SluiceConfig>
       });
       continue;
     }
-    setPath(fromFlags, leaf.path, coerce(leaf, raw, `flag --${dotted}`, problems));
+    const v = coerce(leaf, raw, `flag --${dotted}`, problems);
+    if (v === undefined) refused.push(dotted);
+    setPath(fromFlags, leaf.path, v);
     sources.set(dotted, `flag --${dotted}`);
   }
   merged = deepMerge(merged, fromFlags);
@@ -195,7 +200,7 @@ export function loadConfig(opts: LoadConfigOptions = {}): Readonly<SluiceConfig>
         problems.push({ path: base || '(root)', message: issue.message, ...sourceOf(parts, sources) });
       }
     }
-    problems.push(...acrossFields(merged, result.error.issues, sources));
+    problems.push(...acrossFields(merged, result.error.issues, sources, refused));
   }
   if (problems.length > 0) throw new ConfigError(problems);
   return deepFreeze(result.data!);
@@ -217,16 +222,19 @@ function noteSources(
 }
 
 /**
- * `{ source }` of the value at `path`, of the nearest section above it that has one, or (a
- * section set whole, unknown) of the first value under it.
+ * `{ source }` of the value at `path` or of the nearest section above it that has one; else (a
+ * section given whole, a value missing beside others) of the first value given under the nearest
+ * section that has one.
  */
 function sourceOf(path: readonly string[], sources: ReadonlyMap<string, string>): { source?: string } {
   for (let i = path.length; i > 0; i--) {
     const s = sources.get(path.slice(0, i).join('.'));
     if (s !== undefined) return { source: s };
   }
-  const under = `${path.join('.')}.`;
-  for (const [p, s] of sources) if (p.startsWith(under)) return { source: s };
+  for (let i = path.length; i > 0; i--) {
+    const under = `${path.slice(0, i).join('.')}.`;
+    for (const [p, s] of sources) if (p.startsWith(under)) return { source: s };
+  }
   return {};
 }
 
@@ -242,6 +250,8 @@ function acrossFields(
   merged: Record<string, any>,
   issues: ReadonlyArray<{ code: string; path: readonly PropertyKey[]; keys?: string[] }>,
   sources: ReadonlyMap<string, string>,
+  /** Settings whose env or flag string was refused (their default stands in). */
+  refused: readonly string[],
 ): ConfigProblem[] {
   let repaired: Record<string, any>;
   try {
@@ -249,7 +259,7 @@ function acrossFields(
   } catch {
     return []; // a value given in code that cannot be copied: its own problems are listed
   }
-  const dropped: string[] = [];
+  const dropped: string[] = [...refused];
   for (const issue of issues) {
     if (issue.code === 'custom') continue;
     const parts = issue.path.map(String);
@@ -264,8 +274,11 @@ function acrossFields(
   const again = configSchema.safeParse(repaired);
   if (again.success) return [];
   const out: ConfigProblem[] = [];
+  // The settings a message names (`kafka.sasl.mechanism`), as whole dotted paths.
+  const names = (m: string) => m.match(/[A-Za-z]\w*(?:\.[A-Za-z]\w*)+/g) ?? [];
+  const about = (n: string) => dropped.some((d) => n === d || n.startsWith(`${d}.`));
   for (const issue of again.error.issues) {
-    if (issue.code !== 'custom' || dropped.some((d) => issue.message.includes(d))) continue;
+    if (issue.code !== 'custom' || names(issue.message).some(about)) continue;
     const parts = issue.path.map(String);
     out.push({ path: parts.join('.'), message: issue.message, ...sourceOf(parts, sources) });
   }

@@ -154,6 +154,13 @@ test('config should list the problems across settings beside a fractional number
   // A misspelt section of the file names the file.
   const f = yamlFile('kafak:\n  brokers: [a:1]\n');
   assert.deepEqual(paths({}, f), [`kafak (file ${f})`]);
+  // An unknown key whose name is a word of another problem's message does not hide it.
+  const g = yamlFile('name: x\nschemaRegistry:\n  url: http://r:8081\n  auth:\n    username: u\n');
+  assert.deepEqual(paths({}, g), [`name (file ${g})`, `schemaRegistry.auth.password (file ${g})`]);
+  // A boolean refused from env is one problem, not also one about its default.
+  assert.deepEqual(paths({ SLUICE_KAFKA_SSL_ENABLED: 'maybe', SLUICE_KAFKA_SSL_CA: '/etc/hostname' }), [
+    'env SLUICE_KAFKA_SSL_ENABLED',
+  ]);
 });
 
 test('config should refuse a heartbeat interval at or above the session timeout, and take one below it', () => {
