@@ -1,6 +1,6 @@
 import { json, type Serde } from '../api/serdes.js';
 import type { Headers } from '../kafka/types.js';
-import { RecordTooLargeError } from '../runtime/collector.js';
+import { emitsWithin } from '../runtime/collector.js';
 import type { Emitter, Op } from '../runtime/operators.js';
 import type { MutableRecordContext } from '../runtime/record-context.js';
 import type { GraphNode } from '../topology/nodes.js';
@@ -37,17 +37,9 @@ export function createShedOp(
         headers[OVERFLOW_HEADERS.offset] = rc.offset;
         headers[OVERFLOW_HEADERS.shedFraction] = shedder.p.toFixed(3);
         headers[OVERFLOW_HEADERS.timestamp] = String(rc.timestamp);
-        try {
-          emitter.emit(
-            topic,
-            k === null || k === undefined ? null : ks.serialize(k),
-            vs.serialize(v),
-            rc.timestamp,
-            headers,
-          );
-        } catch (e) {
+        const key = k === null || k === undefined ? null : ks.serialize(k);
+        if (!emitsWithin(emitter, topic, key, vs.serialize(v), rc.timestamp, headers)) {
           // Too large for the overflow topic: processed instead of lost (and not counted as shed).
-          if (!(e instanceof RecordTooLargeError)) throw e;
           shedder.shed--;
           return next.push(k, v);
         }

@@ -141,6 +141,27 @@ export class Collector implements Emitter {
   }
 }
 
+/**
+ * Emits the record unless its topic cannot take it: false then (`RecordTooLargeError`), for the
+ * caller's fallback (a dead letter without its value, a shed record processed instead).
+ */
+export function emitsWithin(
+  emitter: Emitter,
+  topic: string,
+  key: Buffer | null,
+  value: Buffer | null,
+  timestamp: number,
+  headers: Record<string, unknown> | undefined,
+): boolean {
+  try {
+    emitter.emit(topic, key, value, timestamp, headers);
+    return true;
+  } catch (e) {
+    if (e instanceof RecordTooLargeError) return false;
+    throw e;
+  }
+}
+
 /** The bytes of a record's headers, near enough: names and values, 8 more for their lengths. */
 function headerBytes(h: Record<string, unknown>): number {
   let n = 0;

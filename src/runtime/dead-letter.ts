@@ -3,7 +3,7 @@ import type { Headers, InRecord } from '../kafka/types.js';
 import type { Logger } from '../ops/logger.js';
 import type { WorkerMetrics } from '../ops/metrics.js';
 import type { ErrorPolicy } from '../topology/nodes.js';
-import { RecordTooLargeError } from './collector.js';
+import { emitsWithin } from './collector.js';
 import type { Emitter } from './operators.js';
 import type { DueTimer } from './task-state.js';
 
@@ -103,35 +103,21 @@ export function applyErrorPolicy(c: DeadLetterContext, topic: string, r: InRecor
  * without its key and the record's own headers: the source topic, partition and offset name it.
  */
 function emitDeadLetter(c: DeadLetterContext, d: ReturnType<typeof deadLetterRecord>, ts: number): void {
-  const emit = () => c.emitter.emit(c.deadLetterTopic, d.key, d.value, ts, d.headers);
-  try {
-    emit();
-    return;
-  } catch (e) {
-    if (!(e instanceof RecordTooLargeError)) throw e;
-  }
+  const emit = () => emitsWithin(c.emitter, c.deadLetterTopic, d.key, d.value, ts, d.headers);
+  if (emit()) return;
   if (d.value !== null) {
     d.headers[DLQ_HEADERS.valueOmitted] = String(d.value.length);
     d.value = null;
-    try {
-      emit();
-      return;
-    } catch (e) {
-      if (!(e instanceof RecordTooLargeError)) throw e;
-    }
+    if (emit()) return;
   }
   d.key = null;
   for (const k of Object.keys(d.headers)) if (!k.startsWith('sluice.')) delete d.headers[k];
-  try {
-    emit();
-  } catch (e) {
-    // A dead-letter topic that takes not even the headers: the record stays at its source offset.
-    if (!(e instanceof RecordTooLargeError)) throw e;
+  // A dead-letter topic that takes not even the headers: the record stays at its source offset.
+  if (!emit())
     c.logger.error(
-      { err: e, topic: c.deadLetterTopic },
+      { topic: c.deadLetterTopic },
       'a dead letter too large even without its key and value: not written',
     );
-  }
 }
 
 /**

@@ -5,7 +5,7 @@ import type { OperatorCostSampler } from '../overload/operator-cost.js';
 import type { TaskShedder } from '../overload/shedder.js';
 import type { SubTopology } from '../topology/build.js';
 import type { InFlight } from './async-stage.js';
-import { type Collector, RecordTooLargeError } from './collector.js';
+import { type Collector, emitsWithin } from './collector.js';
 import {
   applyAsyncErrorPolicy,
   applyCacheFlushErrorPolicy,
@@ -280,18 +280,9 @@ function divert(
   topic: string,
   partition: number,
 ): boolean {
-  try {
-    collector.emit(
-      shedder.overflowTopic,
-      r.key,
-      r.value,
-      Number(r.timestamp),
-      shedder.overflowHeaders(r, topic, partition),
-    );
+  const headers = shedder.overflowHeaders(r, topic, partition);
+  if (emitsWithin(collector, shedder.overflowTopic, r.key, r.value, Number(r.timestamp), headers))
     return true;
-  } catch (e) {
-    if (!(e instanceof RecordTooLargeError)) throw e;
-    shedder.shed--; // counted by dropRandom: it is processed instead
-    return false;
-  }
+  shedder.shed--; // counted by dropRandom: it is processed instead
+  return false;
 }
