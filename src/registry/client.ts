@@ -28,6 +28,32 @@ export interface RegistryClientOptions {
 const CONTENT_TYPE = 'application/vnd.schemaregistry.v1+json';
 
 /**
+ * The registry is not serving right now: no answer (refused, reset, timed out), 5xx, 408 or 429.
+ * Waited out, at start and while processing: a registry outage costs latency, not records.
+ */
+export function registryUnavailable(e: unknown): e is SchemaRegistryError {
+  if (!isRegistryError(e)) return false;
+  const s = e.status;
+  return s === undefined || s >= 500 || s === 408 || s === 429;
+}
+
+/**
+ * By its code, not `instanceof`: a job's serdes may run in another module instance than the
+ * worker's (see serdes.ts, REGISTRY), and the client that threw is the worker's.
+ */
+const isRegistryError = (e: unknown): e is SchemaRegistryError =>
+  (e as { code?: unknown } | null)?.code === 'SLUICE_SCHEMA_REGISTRY';
+
+/**
+ * While processing, a failure to fetch a schema is the record's only when the registry answered
+ * about that id (404: it has no such schema; another 4xx). Unavailable, or refusing the
+ * credentials it took at start (401/403: rotated, revoked), is the registry's: the records wait.
+ */
+export function notTheRecords(e: unknown): e is SchemaRegistryError {
+  return registryUnavailable(e) || (isRegistryError(e) && (e.status === 401 || e.status === 403));
+}
+
+/**
  * A small client of the Confluent Schema Registry REST API (also served by Apicurio Registry under
  * `/apis/ccompat/v7`, Redpanda and Karapace): fetch a schema by id, register a schema under a
  * subject, look one up. Schemas by id are cached for good (an id never changes its schema); the

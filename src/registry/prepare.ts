@@ -1,9 +1,12 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Serde } from '../api/serdes.js';
 import type { SluiceConfig } from '../config/schema.js';
-import { SluiceError, TopologyError } from '../errors.js';
+import { type SchemaRegistryError, SluiceError, TopologyError } from '../errors.js';
 import type { InRecord } from '../kafka/types.js';
+import type { Logger } from '../ops/logger.js';
+import { retrying } from '../runtime/retrying.js';
 import type { Topology } from '../topology/build.js';
-import { RegistryClient } from './client.js';
+import { RegistryClient, registryUnavailable } from './client.js';
 import { isRegistrySerde, REGISTRY, type RegistryBinding, type RegistrySerde } from './serdes.js';
 
 /**
@@ -12,12 +15,25 @@ import { isRegistrySerde, REGISTRY, type RegistryBinding, type RegistrySerde } f
  * registers) the schema id of each one that writes, so `serialize` never waits. Before a batch is
  * processed, {@link SchemaPrefetch.before} fetches the schemas of ids not seen yet, so
  * `deserialize` stays synchronous; a batch whose ids are all known goes straight on, without a
- * Promise. A fetch that fails is kept as the reason the records with that id are dead-lettered
- * (tried again after a few seconds), never as a stalled partition.
+ * Promise. A fetch that fails for the records (the registry has no such id) is kept as the reason
+ * they are dead-lettered (tried again after a few seconds); a registry that is not serving is
+ * waited for: the batch is fetched again, nothing is dead-lettered for an outage.
  */
 export interface SchemaPrefetch {
-  /** Calls `then` once the schemas of `records` are loaded: at once when they are all known. */
-  before(topic: string, records: readonly InRecord[], then: () => Promise<void>): Promise<void>;
+  /**
+   * Calls `then` once the schemas of `records` are loaded: at once when they are all known. When
+   * the registry is not serving one of them ({@link notTheRecords}), waits a backoff (less once
+   * `stopping()`) and returns without calling `then`: the batch is not processed, and the
+   * consumer fetches it again (nothing resolved). No record is dead-lettered for an outage.
+   */
+  before(
+    topic: string,
+    records: readonly InRecord[],
+    then: () => Promise<void>,
+    stopping?: () => boolean,
+  ): Promise<void>;
+  /** The registry's failure while it is not serving (the last `before` waited), else undefined. */
+  outage(): SchemaRegistryError | undefined;
   /**
    * With `inputWriters`: for each input topic read by a registry serde that has a schema, a bound
    * copy of it that writes under the topic's subject (the TestDriver's `input(topic).pipe`).
@@ -25,18 +41,39 @@ export interface SchemaPrefetch {
   readonly inputWriters: ReadonlyMap<string, { key?: Serde<unknown>; value?: Serde<unknown> }>;
 }
 
-const NONE: SchemaPrefetch = { before: (_t, _r, then) => then(), inputWriters: new Map() };
+const NONE: SchemaPrefetch = {
+  before: (_t, _r, then) => then(),
+  outage: () => undefined,
+  inputWriters: new Map(),
+};
+
+/** How the worker waits out a registry that is not serving (at start, and before a batch). */
+export interface RegistryWait {
+  logger: Logger;
+  /** True once the worker is stopping: start gives up, a batch stops waiting. */
+  stopping: () => boolean;
+}
+
+/** A batch that waits on the registry tries again after this, doubling up to {@link OUTAGE_BACKOFF_MAX_MS}. */
+export const OUTAGE_BACKOFF_MS = 200;
+export const OUTAGE_BACKOFF_MAX_MS = 5_000;
+/** While the registry stays down, its warning is logged again this often. */
+const OUTAGE_LOG_EVERY_MS = 30_000;
 
 interface Reader {
   binding: RegistryBinding;
   isKey: boolean;
 }
 
-/** Throws a SchemaRegistryError when the registry is unreachable or refuses a writer's schema. */
+/**
+ * Throws a SchemaRegistryError when the registry refuses the credentials or a writer's schema, or
+ * is unreachable. With `wait` (the worker), a registry that is not serving ({@link
+ * registryUnavailable}) is waited for instead, with a warning per try, as Kafka is at start.
+ */
 export async function prepareSchemas(
   topology: Topology,
   config: Pick<SluiceConfig, 'schemaRegistry'>,
-  opts: { inputWriters?: boolean } = {},
+  opts: { inputWriters?: boolean; wait?: RegistryWait } = {},
 ): Promise<SchemaPrefetch> {
   const readers = new Map<string, Reader[]>();
   const sources: Array<{ serde: Serde<unknown>; topic: string; isKey: boolean }> = [];
@@ -91,9 +128,17 @@ export async function prepareSchemas(
     );
   const client = new RegistryClient({ url: sr.url, auth: sr.auth, timeoutMs: sr.timeoutMs });
   for (const b of all) b.attach(client, sr.autoRegister);
-  // Unreachable or refusing the credentials: a clear error now rather than every record dead-lettered.
-  await client.subjects();
-  for (const w of writers) await w.binding.bindWriter(w.topic, w.isKey);
+  // Refusing the credentials: a clear error now. Not serving: waited for with the worker.
+  const w8 = opts.wait;
+  const atStart = <T>(what: string, fn: () => Promise<T>): Promise<T> =>
+    w8 === undefined
+      ? fn()
+      : retrying(w8.logger, what, fn, { retriable: registryUnavailable, stopping: w8.stopping });
+  await atStart(`reach the schema registry ${client.url}`, () => client.subjects());
+  for (const w of writers)
+    await atStart(`resolve the schema of ${w.topic}'s ${w.isKey ? 'keys' : 'values'}`, () =>
+      w.binding.bindWriter(w.topic, w.isKey),
+    );
   const inputWriters = new Map<string, { key?: Serde<unknown>; value?: Serde<unknown> }>();
   if (opts.inputWriters)
     for (const src of sources) {
@@ -105,13 +150,15 @@ export async function prepareSchemas(
       inputWriters.set(src.topic, entry);
     }
   if (readers.size === 0) return { ...NONE, inputWriters };
+  const outage = new Outage(client.url, w8?.logger);
   return {
     inputWriters,
-    before(topic, records, then) {
+    outage: () => outage.error,
+    before(topic, records, then, stopping = () => false) {
       const list = readers.get(topic);
       if (list === undefined) return then();
       const now = Date.now();
-      let loads: Array<Promise<void>> | undefined;
+      let loads: Array<Promise<SchemaRegistryError | undefined>> | undefined;
       let asked: Set<string> | undefined;
       for (const r of records) {
         for (const { binding, isKey } of list) {
@@ -125,7 +172,52 @@ export async function prepareSchemas(
         }
       }
       if (loads === undefined) return then();
-      return Promise.all(loads).then(() => then());
+      return Promise.all(loads).then((results) => {
+        const down = results.find((r) => r !== undefined);
+        if (down === undefined) {
+          outage.over();
+          return then();
+        }
+        return outage.wait(down, topic, stopping);
+      });
     },
   };
+}
+
+/** The registry not serving the schemas batches wait for: the backoff, and what is logged. */
+class Outage {
+  error: SchemaRegistryError | undefined;
+  #since = 0;
+  #tries = 0;
+  #loggedAt = 0;
+
+  constructor(
+    readonly url: string,
+    readonly logger: Logger | undefined,
+  ) {}
+
+  async wait(e: SchemaRegistryError, topic: string, stopping: () => boolean): Promise<void> {
+    const now = Date.now();
+    if (this.error === undefined) this.#since = now;
+    this.error = e;
+    this.#tries++;
+    if (now - this.#loggedAt >= OUTAGE_LOG_EVERY_MS) {
+      this.#loggedAt = now;
+      this.logger?.warn(
+        { err: e, topic, downForMs: now - this.#since },
+        'the schema registry is not serving a schema these records need: their partitions wait for it (no record is dead-lettered for an outage)',
+      );
+    }
+    const delay = Math.min(OUTAGE_BACKOFF_MAX_MS, OUTAGE_BACKOFF_MS * 2 ** Math.min(this.#tries - 1, 10));
+    const until = Date.now() + delay;
+    while (!stopping() && Date.now() < until) await sleep(Math.min(100, until - Date.now()));
+  }
+
+  over(): void {
+    if (this.error === undefined) return;
+    this.logger?.info({ downForMs: Date.now() - this.#since }, 'the schema registry serves again');
+    this.error = undefined;
+    this.#tries = 0;
+    this.#loggedAt = 0;
+  }
 }

@@ -1,7 +1,7 @@
 import { createRequire } from 'node:module';
 import type { Serde } from '../api/serdes.js';
 import { SchemaRegistryError, SerdeError, safeString } from '../errors.js';
-import type { RegisteredSchema, RegistryClient, SchemaType } from './client.js';
+import { notTheRecords, type RegisteredSchema, type RegistryClient, type SchemaType } from './client.js';
 import { frame, HEADER_BYTES, peekSchemaId, readMessageIndexes, schemaIdOf } from './wire.js';
 
 // The codecs are loaded on first use: a job without registry serdes never loads them.
@@ -39,7 +39,10 @@ export interface RegistrySerdeOptions {
   subject?: string;
 }
 
-/** After a failed schema fetch, records with that id are dead-lettered for this long before the next try. */
+/**
+ * After a schema fetch failed for the records (an id the registry does not have), records with
+ * that id are dead-lettered for this long before the next try.
+ */
 export const FAILED_FETCH_RETRY_MS = 5_000;
 
 type Decoder = (bytes: Buffer) => unknown;
@@ -74,8 +77,13 @@ export interface RegistryBinding {
   attach(client: RegistryClient, autoRegisterDefault: boolean): void;
   /** The schema id of `bytes` when it has not been loaded yet (and is not waiting out a failure). */
   missing(bytes: Buffer | null, now: number): number | undefined;
-  /** Fetches and compiles schema `id`; a failure is kept for the records that use it. Never rejects. */
-  load(id: number): Promise<void>;
+  /**
+   * Fetches and compiles schema `id`. A failure that is the record's (the registry has no such
+   * id, the schema is of another format or does not compile) is kept for the records that use it;
+   * when the registry is not serving ({@link notTheRecords}) nothing is kept and the error is the
+   * result: those records wait. Never rejects.
+   */
+  load(id: number): Promise<SchemaRegistryError | undefined>;
   /**
    * Resolves the writer's schema id for `topic` (registering it when auto-registration is on), and
    * loads it for reading too (the `TestDriver` reads its outputs with the sink's serdes).
@@ -100,7 +108,7 @@ function makeSerde<T>(name: string, f: Format, opts: RegistrySerdeOptions): Regi
   let autoRegister = opts.autoRegister;
   const decoders = new Map<number, Decoder>();
   const failed = new Map<number, { error: string; until: number }>();
-  const loading = new Map<number, Promise<void>>();
+  const loading = new Map<number, Promise<SchemaRegistryError | undefined>>();
   let writerId: number | undefined;
   let writerSubject: string | undefined;
 
@@ -149,11 +157,14 @@ function makeSerde<T>(name: string, f: Format, opts: RegistrySerdeOptions): Regi
             );
           decoders.set(id, f.decoder(s, id));
           failed.delete(id);
+          return undefined;
         } catch (e) {
+          if (notTheRecords(e)) return e;
           failed.set(id, {
             error: (e as Error)?.message ?? safeString(e),
             until: Date.now() + FAILED_FETCH_RETRY_MS,
           });
+          return undefined;
         } finally {
           loading.delete(id);
         }
@@ -176,7 +187,8 @@ function makeSerde<T>(name: string, f: Format, opts: RegistrySerdeOptions): Regi
         );
       writerSubject = subject;
       writerId = await client.idOf(subject, f.type, w.schema, autoRegister ?? true);
-      await binding.load(writerId);
+      const down = await binding.load(writerId);
+      if (down) throw down;
     },
     fork: () => makeSerde(name, f, opts),
   };

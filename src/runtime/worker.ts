@@ -211,7 +211,8 @@ export class Worker {
     );
     this.logger.debug(this.topology.describe());
     validateOverload(this.topology, this.config.overload);
-    const schemas = await prepareSchemas(this.topology, this.config);
+    const wait = { logger: this.logger, stopping: this.#stopping }; // a registry not serving
+    const schemas = await prepareSchemas(this.topology, this.config, { wait });
     const admin = await this.#retrying(
       'connect to Kafka',
       () => this.client.admin(),
@@ -246,7 +247,7 @@ export class Worker {
         this.#assignedOnce = true;
         this.#manager.onAssignment(a);
       },
-      onBatch: (b) => schemas.before(b.topic, b.records, () => this.#onBatch(b)),
+      onBatch: (b) => schemas.before(b.topic, b.records, () => this.#onBatch(b), wait.stopping),
       onSkipped: (topic, partition, lastOffset, high) => {
         this.#syncs.fetched(topic, partition, lastOffset, high);
         if (this.#lag.has(`${topic}:${partition}`)) this.#setLag(topic, partition, high, lastOffset);
@@ -286,9 +287,9 @@ export class Worker {
     this.logger.info({ topics }, 'worker running');
   }
 
+  readonly #stopping = () => this.#state === 'stopping' || this.#state === 'stopped';
   #retrying<T>(what: string, fn: () => Promise<T>, retriable?: (e: unknown) => boolean): Promise<T> {
-    const stopping = () => this.#state === 'stopping' || this.#state === 'stopped';
-    return retrying(this.logger, what, fn, { retriable, stopping });
+    return retrying(this.logger, what, fn, { retriable, stopping: this.#stopping });
   }
 
   async #onBatch(b: BatchContext): Promise<void> {

@@ -287,7 +287,11 @@ export class TestDriver {
       for (const topic of task.inputTopics) {
         const from = this.#positions.get(`${topic}:${task.partition}`) ?? 0n;
         const records = this.kafka.read(topic, task.partition, from);
-        if (records.length > 0) await schemas.before(topic, records, async () => {});
+        if (records.length === 0) continue;
+        await schemas.before(topic, records, async () => {});
+        // A worker waits for a registry that is not serving; a test is told at once.
+        const down = schemas.outage();
+        if (down) throw down;
       }
   }
 

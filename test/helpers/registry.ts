@@ -19,6 +19,10 @@ export interface TestRegistry {
   url: string;
   port: number;
   stop(): Promise<void>;
+  /** SIGSTOP: connections open, no answer (a GC pause, a stalled VM). */
+  freeze(): void;
+  /** SIGCONT after {@link freeze}. */
+  thaw(): void;
 }
 
 function renderPom(version: string): string {
@@ -109,7 +113,10 @@ export async function startRegistry(opts: { timeoutMs?: number } = {}): Promise<
     ],
     { cwd: app, stdio: ['ignore', 'pipe', 'pipe'] },
   );
-  const onExit = () => child.kill('SIGKILL');
+  const onExit = () => {
+    child.kill('SIGCONT');
+    child.kill('SIGKILL');
+  };
   process.once('exit', onExit);
   let output = '';
   const port = await new Promise<number>((resolve, reject) => {
@@ -157,7 +164,12 @@ export async function startRegistry(opts: { timeoutMs?: number } = {}): Promise<
   return {
     url,
     port,
-    stop: () => stopChild(child).finally(() => process.removeListener('exit', onExit)),
+    stop: () => {
+      child.kill('SIGCONT');
+      return stopChild(child).finally(() => process.removeListener('exit', onExit));
+    },
+    freeze: () => child.kill('SIGSTOP'),
+    thaw: () => child.kill('SIGCONT'),
   };
 }
 

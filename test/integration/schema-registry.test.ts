@@ -30,7 +30,9 @@ import {
   testKafka,
   uniqueName,
 } from '../helpers/kafka.js';
+import { freePort } from '../helpers/ports.js';
 import { registerDirect, setCompatibility, startRegistry, type TestRegistry } from '../helpers/registry.js';
+import { TcpProxy } from '../helpers/tcp-proxy.js';
 import { spawnWorker } from '../helpers/workers.js';
 
 /**
@@ -387,8 +389,8 @@ test('`sluice run` of a job file with registry serdes: records through, poison t
   );
 });
 
-test('a worker: poison bytes, an unknown id, a truncated record and a registry outage go to the DLQ; the partition goes on', {
-  timeout: 120_000,
+test('a worker: poison bytes, an unknown id and a truncated record go to the DLQ; a registry refusing connections, frozen, or down at start costs latency, not records', {
+  timeout: 180_000,
 }, async (t) => {
   const id = uniqueName('t-sr');
   const input = `${id}-in`;
@@ -398,8 +400,14 @@ test('a worker: poison bytes, an unknown id, a truncated record and a registry o
     { topic: output, partitions: 1 },
   ]);
   let w: RunningWorker | undefined;
+  // The worker reaches the registry through a proxy the test can cut; the test registers directly.
+  const proxy = new TcpProxy(await freePort(), reg.port);
+  await proxy.heal();
   t.after(async () => {
+    reg.thaw();
+    await proxy.heal();
     await w?.stop();
+    await proxy.cut();
     await deleteTopicsMatching(id);
   });
   const inId = (await registerDirect(reg.url, `${input}-value`, JSON.stringify(USER))).body.id!;
@@ -418,7 +426,7 @@ test('a worker: poison bytes, an unknown id, a truncated record and a registry o
         http: { enabled: false },
         log: { level: 'silent', format: 'json' },
         state: { dir: mkdtempSync(join(tmpdir(), 'sluice-')) },
-        schemaRegistry: { url: reg.url },
+        schemaRegistry: { url: `http://127.0.0.1:${proxy.listenPort}/apis/ccompat/v7`, timeoutMs: 1500 },
       },
     });
   w = await startWorker(app, cfg());
@@ -468,28 +476,65 @@ test('a worker: poison bytes, an unknown id, a truncated record and a registry o
     JSON.stringify(dlq1.map((r) => r.headers)),
   );
 
-  // The registry goes down: a record with an id the worker has not seen yet is dead-lettered
-  // as unreachable; records with known ids behind it in the same partition still go through.
+  // Outputs and dead letters as they stand after `ms` more: nothing may move during an outage.
+  const after = async (ms: number) => {
+    await new Promise((r) => setTimeout(r, ms));
+    return {
+      out: (await readAll(output, { settleMs: 300, timeoutMs: 5_000 })).length,
+      dlq: (await readAll(`${id}-dlq`, { settleMs: 300, timeoutMs: 5_000 })).length,
+    };
+  };
   const v2 = { ...USER, fields: [...USER.fields, { name: 'tier', type: 'string', default: 'free' }] };
-  const newId = (await registerDirect(reg.url, `${input}-value`, JSON.stringify(v2))).body.id!;
-  await reg.stop();
-  await send([framed(newId, zigzag(5), avroString('eve'), avroString('gold')), good(6, 'fay')]);
-  const out2 = (await readBytes(output, 3)).map((r) => r.value);
-  assert.deepEqual(out2[2], framed(outId, zigzag(6), avroString('FAY')));
-  const dlq2 = await readAll(`${id}-dlq`, { expected: 4, settleMs: 500 });
-  assert.equal(dlq2.length, 4);
-  assert.match(
-    dlq2[3]!.headers[DLQ_HEADERS.errorMessage]!,
-    new RegExp(`^cannot read schema id ${newId}: schema registry .* unreachable .*ECONNREFUSED`),
-  );
+  const v3 = { ...v2, fields: [...v2.fields, { name: 'plan', type: 'string', default: 'basic' }] };
+
+  // 1. Connections refused: a record with an id the worker has not fetched waits, and so does
+  // the record behind it (same partition, known id): order holds. No dead letter; when the
+  // registry answers again, both come out.
+  const id2 = (await registerDirect(reg.url, `${input}-value`, JSON.stringify(v2))).body.id!;
+  await proxy.cut();
+  await send([framed(id2, zigzag(5), avroString('eve'), avroString('gold')), good(6, 'fay')]);
+  assert.deepEqual(await after(4_000), { out: 2, dlq: 3 }, 'nothing moves while the registry refuses');
+  await proxy.heal();
+  const out2 = (await readBytes(output, 4)).map((r) => r.value);
+  assert.deepEqual(out2.slice(2), [
+    framed(outId, zigzag(5), avroString('EVE')),
+    framed(outId, zigzag(6), avroString('FAY')),
+  ]);
+
+  // 2. The registry frozen (SIGSTOP): connections open, no answer; each fetch times out (1.5 s).
+  const id3 = (await registerDirect(reg.url, `${input}-value`, JSON.stringify(v3))).body.id!;
+  reg.freeze();
+  await send([
+    framed(id3, zigzag(7), avroString('gus'), avroString('gold'), avroString('pro')),
+    good(8, 'hal'),
+  ]);
+  assert.deepEqual(await after(5_000), { out: 4, dlq: 3 }, 'nothing moves while the registry is frozen');
+  reg.thaw();
+  const out3 = (await readBytes(output, 6)).map((r) => r.value);
+  assert.deepEqual(out3.slice(4), [
+    framed(outId, zigzag(7), avroString('GUS')),
+    framed(outId, zigzag(8), avroString('HAL')),
+  ]);
   await w.stop();
   w = undefined;
-  // And a worker started while the registry is down fails at start with the code.
-  await assert.rejects(startWorker(app, cfg()), (e: unknown) => {
-    assert.ok(e instanceof SchemaRegistryError, String(e));
-    assert.equal(e.code, 'SLUICE_SCHEMA_REGISTRY');
-    return true;
+
+  // 3. A worker started while the registry refuses waits for it (as for Kafka), then runs.
+  await proxy.cut();
+  let started: RunningWorker | undefined;
+  const starting = startWorker(app, cfg()).then((x) => {
+    started = x;
+    return x;
   });
+  t.after(() => starting.then((x) => x.stop()).catch(() => undefined));
+  await send([good(9, 'ivy')]);
+  await new Promise((r) => setTimeout(r, 3_000));
+  assert.equal(started, undefined, 'the worker waits at start while the registry refuses');
+  await proxy.heal();
+  w = await starting;
+  const out4 = (await readBytes(output, 7)).map((r) => r.value);
+  assert.deepEqual(out4.slice(6), [framed(outId, zigzag(9), avroString('IVY'))]);
+  assert.equal((await readAll(`${id}-dlq`, { settleMs: 300, timeoutMs: 5_000 })).length, 3);
+  assert.ok(proxy.accepted > 0, 'the worker went through the proxy');
 });
 
 /** Keys and values of a topic as bytes (read_committed), in offset order. */

@@ -4,7 +4,11 @@ import type { AddressInfo } from 'node:net';
 import { test } from 'node:test';
 import { loadConfig } from '../../../src/config/load.js';
 import { ConfigError, SchemaRegistryError } from '../../../src/errors.js';
-import { RegistryClient } from '../../../src/registry/client.js';
+import { App } from '../../../src/index.js';
+import type { InRecord } from '../../../src/kafka/types.js';
+import { notTheRecords, RegistryClient, registryUnavailable } from '../../../src/registry/client.js';
+import { prepareSchemas } from '../../../src/registry/prepare.js';
+import { avro } from '../../../src/registry/serdes.js';
 
 /** A local HTTP server that records requests and answers with `reply` (not a registry: for headers and errors). */
 async function server(reply: (req: IncomingMessage, body: string) => [number, unknown]) {
@@ -107,4 +111,69 @@ test('schemaRegistry config should be validated: auth pairs, basic or bearer, au
   assert.equal(c.schemaRegistry.url, 'http://r:8081');
   assert.equal(c.schemaRegistry.autoRegister, true);
   assert.equal(c.schemaRegistry.timeoutMs, 10_000);
+});
+
+test('a registry that is not serving should make a batch wait (not dead-letter), an unknown id should be the record', async (t) => {
+  // 503 twice for id 1, then its schema; 404 for id 2 always. Start succeeds after two 503s of /subjects.
+  let subjects503 = 2;
+  let id1Fails = 2;
+  const srv = await server((req) => {
+    if (req.url === '/base/subjects') return subjects503-- > 0 ? [503, { message: 'starting' }] : [200, []];
+    if (req.url === '/base/schemas/ids/1')
+      return id1Fails-- > 0 ? [503, { message: 'down' }] : [200, { schema: '"string"' }];
+    return [404, { error_code: 40403, message: 'Schema not found' }];
+  });
+  t.after(srv.close);
+  const app = new App({ id: 'wait-test' });
+  const serde = avro<string>();
+  app.stream('in', { value: serde });
+  const cfg = { schemaRegistry: { url: srv.url, auth: {}, autoRegister: true, timeoutMs: 2000 } };
+  // Without a wait (the TestDriver, a tool) a 503 at start is an error; with one it is waited out.
+  await assert.rejects(prepareSchemas(app.topology(), cfg), /answered 503 to listing subjects/);
+  const warnings: string[] = [];
+  const logger = { warn: (_o: unknown, m: string) => warnings.push(m), info: () => {} } as never;
+  const prefetch = await prepareSchemas(app.topology(), cfg, { wait: { logger, stopping: () => false } });
+  assert.equal(warnings.length, 1, 'the one 503 left at start was retried, with a warning');
+  const rec = (id: number) =>
+    ({ key: null, value: Buffer.from([0, 0, 0, 0, id, 2, 0x61]), offset: '0' }) as unknown as InRecord;
+  let ran = 0;
+  const then = async () => {
+    ran++;
+  };
+  const t0 = Date.now();
+  await prefetch.before('in', [rec(1)], then);
+  assert.equal(ran, 0, 'not processed while the registry answers 503');
+  assert.equal(prefetch.outage()?.status, 503);
+  await prefetch.before('in', [rec(1)], then, () => true);
+  assert.equal(ran, 0);
+  assert.ok(Date.now() - t0 < 1000, 'a stopping worker does not sit out the backoff');
+  await prefetch.before('in', [rec(1)], then);
+  assert.equal(ran, 1, 'processed once the registry serves the schema');
+  assert.equal(prefetch.outage(), undefined);
+  assert.equal(serde.deserialize(rec(1).value), 'a');
+  // 404: the registry answered about the id, so it is the record's (the error policy's).
+  await prefetch.before('in', [rec(2)], then);
+  assert.equal(ran, 2);
+  assert.throws(() => serde.deserialize(rec(2).value), /cannot read schema id 2: .*answered 404/);
+  // The classification itself.
+  const err = (status?: number) => new SchemaRegistryError('x', status === undefined ? {} : { status });
+  assert.deepEqual(
+    [undefined, 500, 503, 408, 429, 401, 403, 404, 409, 422].map((s) => [
+      s,
+      registryUnavailable(err(s)),
+      notTheRecords(err(s)),
+    ]),
+    [
+      [undefined, true, true],
+      [500, true, true],
+      [503, true, true],
+      [408, true, true],
+      [429, true, true],
+      [401, false, true],
+      [403, false, true],
+      [404, false, false],
+      [409, false, false],
+      [422, false, false],
+    ],
+  );
 });
