@@ -353,6 +353,13 @@ export class BatchBuilder {
  */
 export const BUILDER_BYTES = 500 * 1024;
 
+/** A record batch's bytes around its one record, and a record's own around its key and value. */
+export const BATCH_OVERHEAD = BATCH_HEADER + 21;
+
+/** A builder's bound for a topic that takes `max` bytes (`max.message.bytes`; 0: unknown). */
+export const builderBound = (max: number): number =>
+  max > 0 ? Math.min(BUILDER_BYTES, max - BATCH_OVERHEAD) : BUILDER_BYTES;
+
 /**
  * Writes a record into `current` (a partition's builder in `list`), or, when there is none or the
  * record would take it past {@link BUILDER_BYTES}, into a new builder added at the list's end (the

@@ -1,7 +1,7 @@
 import { SerdeError } from '../errors.js';
 import { partitionOfKey } from '../kafka/partitioner.js';
 import type { PartitionsOf } from '../kafka/producer.js';
-import { appendTo, type BatchBuilder, BUILDER_BYTES } from '../kafka/record-batch.js';
+import { appendTo, BATCH_OVERHEAD, type BatchBuilder, builderBound } from '../kafka/record-batch.js';
 import type { OutRecord } from '../kafka/types.js';
 import type { Emitter } from './operators.js';
 
@@ -27,9 +27,6 @@ interface TopicOut {
   /** A builder's bound: BUILDER_BYTES, or less for a topic that takes less. */
   builderBytes: number;
 }
-
-/** A record batch's bytes around its one record, and a record's own around its key and value. */
-const BATCH_OVERHEAD = 61 + 21;
 
 /** The output is larger than its topic takes (`max.message.bytes`): an error of the record's. */
 export class RecordTooLargeError extends SerdeError {
@@ -79,7 +76,7 @@ export class Collector implements Emitter {
     let t = this.#topics.get(topic);
     if (t === undefined) {
       const max = this.limits?.get(topic) ?? 0;
-      const builderBytes = max > 0 ? Math.min(BUILDER_BYTES, max - BATCH_OVERHEAD) : BUILDER_BYTES;
+      const builderBytes = builderBound(max);
       t = {
         list: [],
         partitions: this.partitionsOf?.(topic) ?? 0,

@@ -18,6 +18,7 @@ import type { Op } from './operators.js';
 import type { MutableRecordContext } from './record-context.js';
 import {
   approxSize,
+  changelogBound,
   type KeyedState,
   type StateContext,
   type StoreInfo,
@@ -236,9 +237,10 @@ export class RocksTaskState implements TaskState {
       const info = this.stores.get(e.store)!;
       const bytes = e.value === undefined ? null : stateValueBytes(info.serde, e.value, e.store);
       ops[i]!.value = bytes;
+      const cap = changelogBound(e.store, info.changelog, e.key, bytes, this.#ctx.client.recordLimits);
       let list = out.get(info.changelog);
       if (!list) out.set(info.changelog, (list = []));
-      if (batched) appendTo(list, list[list.length - 1]?.batch, partition, e.key, bytes, now);
+      if (batched) appendTo(list, list[list.length - 1]?.batch, partition, e.key, bytes, now, undefined, cap);
       else list.push({ key: e.key, value: bytes, partition, timestamp });
       // Sends keep each topic's order, so the last pushed gets the highest offset.
       let last = this.#pendingLast.get(e.store);
@@ -252,10 +254,8 @@ export class RocksTaskState implements TaskState {
 
   /**
    * Writes the checkpoint's RocksDB batch with its meta entry, after Kafka took the changelog
-   * records.
-   *
-   * @throws TaskCorruptedError when a changelog took the records at an offset below the one
-   * stored: it was deleted and recreated while the task ran (the task resets, and recovery
+   * records. @throws TaskCorruptedError when a changelog took the records at an offset below the
+   * one stored: it was deleted and recreated while the task ran (the task resets, and recovery
    * rebuilds the state from what the new changelog holds).
    */
   async commitLocal(written: WrittenOffsets): Promise<void> {

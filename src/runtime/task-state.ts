@@ -3,6 +3,7 @@ import type { SluiceConfig } from '../config/schema.js';
 import { SluiceError } from '../errors.js';
 import type { KafkaClient } from '../kafka/client.js';
 import type { WrittenOffsets } from '../kafka/producer.js';
+import { BATCH_OVERHEAD, builderBound } from '../kafka/record-batch.js';
 import type { OutRecord } from '../kafka/types.js';
 import type { Logger } from '../ops/logger.js';
 import type { WorkerMetrics } from '../ops/metrics.js';
@@ -115,6 +116,31 @@ export function stateValueBytes(serde: Serde<unknown>, value: unknown, store: st
       { cause: e },
     );
   }
+}
+
+/**
+ * A changelog record larger than its topic takes (`max.message.bytes`) would be refused at every
+ * checkpoint, and the state cannot be written without it. It is found before anything is sent,
+ * where no record is left to dead-letter (the value is written at the checkpoint, for the last
+ * state of its key): the worker fails (`SLUICE_OPERATOR`, as under the `fail` policy), naming the
+ * store, the size and the bound, as Kafka Streams' default production handler fails its thread.
+ * Returns the bound of the changelog's record batches (under a small `max.message.bytes`).
+ */
+export function changelogBound(
+  store: string,
+  topic: string,
+  key: Buffer,
+  value: Buffer | null,
+  limits: ReadonlyMap<string, number> | undefined,
+): number {
+  const max = limits?.get(topic) ?? 0;
+  const bytes = key.length + (value?.length ?? 0);
+  if (max > 0 && bytes + BATCH_OVERHEAD > max)
+    throw new SluiceError(
+      'SLUICE_OPERATOR',
+      `state store ${store}: a state of ${bytes} bytes (key and value) is over the ${max} bytes its changelog ${topic} takes (max.message.bytes); keep the state smaller (a mapState or listState writes one record per entry) or raise the topic's max.message.bytes, then start again`,
+    );
+  return builderBound(max);
 }
 
 export function approxSize(key: Buffer, v: unknown): number {

@@ -161,10 +161,11 @@ export async function prepareTopics(
 
 /**
  * Reads the `max.message.bytes` of every topic the job's tasks write records to (its sinks,
- * repartition topics included, the dead-letter and overflow topics) into `into`: a task's
- * collector then refuses a larger output where the record that made it is processed, so the
- * record is dead-lettered (a dead letter too large goes without its value) instead of every
- * checkpoint failing on it. Without them (a cluster that refuses DescribeConfigs to this
+ * repartition topics included, the dead-letter and overflow topics, the changelogs) into `into`:
+ * a task's collector then refuses a larger output where the record that made it is processed, so
+ * the record is dead-lettered (a dead letter too large goes without its value) instead of every
+ * checkpoint failing on it; a changelog record too large fails the worker, naming the store
+ * (`changelogBound`). Without them (a cluster that refuses DescribeConfigs to this
  * principal), nothing is checked and the broker's refusal resets the task, as before.
  */
 export async function learnRecordLimits(
@@ -175,6 +176,7 @@ export async function learnRecordLimits(
 ): Promise<void> {
   const topics = new Set([deadLetterTopic(topology.appId), overflowTopic(topology.appId)]);
   for (const s of topology.subtopologies) for (const t of s.sinkTopics) topics.add(t);
+  for (const store of topology.stores) topics.add(store.changelog);
   try {
     for (const [t, n] of await admin.maxMessageBytes([...topics])) into.set(t, n);
   } catch {

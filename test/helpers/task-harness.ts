@@ -20,7 +20,8 @@ import { Task, type TaskDeps } from '../../src/runtime/task.js';
 export async function taskHarness(
   app: App,
   overrides: SluiceConfigInput = {},
-  opts: { written?: boolean } = {},
+  /** `recordLimits`: topics' max.message.bytes, as the worker reads them at start (KafkaClient.recordLimits). */
+  opts: { written?: boolean; recordLimits?: Map<string, number> } = {},
 ) {
   const sub = app.topology().subtopologies[0]!;
   const dir = mkdtempSync(join(tmpdir(), 'sluice-task-'));
@@ -49,6 +50,7 @@ export async function taskHarness(
     async close() {},
   };
   const client = {
+    recordLimits: opts.recordLimits ?? new Map<string, number>(),
     transactionalProducer: async () => producer,
     admin: async () => ({
       committedOffsetsStable: async () => [],

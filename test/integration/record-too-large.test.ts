@@ -69,3 +69,64 @@ test('an output too large for its topic should dead-letter its record, and a dea
   assert.equal(metricSum(metrics, 'sluice_records_dead_lettered_total'), 2);
   assert.equal(metricSum(metrics, 'sluice_checkpoint_failures_total'), 0, 'no checkpoint failed on them');
 });
+
+/**
+ * The changelogs have a bound too. A checkpoint's changelog records go in record batches under
+ * it (before, in batches of up to 500 KiB: a changelog with a smaller `max.message.bytes` refused
+ * every checkpoint that wrote more than it takes, and the task reset forever). A single state
+ * larger than its changelog takes cannot be written at all, and no record is left to blame at the
+ * checkpoint (the value written is the key's last): the worker fails, naming the store and the
+ * bound, as Kafka Streams' default production handler fails its thread.
+ */
+test('changelog records should go in batches under their topic bound; a state too large for it should fail the worker, naming the store', {
+  timeout: 120_000,
+}, async (t) => {
+  const id = uniqueName('t-bigstate');
+  const input = `${id}-in`;
+  const output = `${id}-out`;
+  const changelog = `${id}-keep-kept-changelog`;
+  await createTopics([
+    { topic: input, partitions: 1 },
+    { topic: output, partitions: 1 },
+    // Made beforehand with a 20 kB bound: the worker takes it as it is.
+    {
+      topic: changelog,
+      partitions: 1,
+      config: { 'max.message.bytes': '20000', 'cleanup.policy': 'compact' },
+    },
+  ]);
+  t.after(() => deleteTopicsMatching(id));
+  // 300 keys of 200-byte states: about 65 kB of changelog per checkpoint if they come in one.
+  await produce(
+    input,
+    Array.from({ length: 300 }, (_, seq) => ({ key: `k${seq}`, value: JSON.stringify({ seq, grow: 200 }) })),
+  );
+  const w = spawnWorker('state-size', { env: { TEST_APP_ID: id, TEST_INPUT: input, TEST_OUTPUT: output } });
+  t.after(() => w.kill('SIGTERM'));
+  const out = await readAll(output, { expected: 300, timeoutMs: 60_000 });
+  assert.deepEqual(
+    out.map((r) => JSON.parse(r.value!).seq),
+    Array.from({ length: 300 }, (_, i) => i),
+  );
+  const kept = await readAll(changelog, { expected: 300, timeoutMs: 30_000 });
+  assert.equal(kept.length, 300, 'every state in the changelog');
+  assert.equal(metricSum(await w.metrics(), 'sluice_checkpoint_failures_total'), 0, 'no checkpoint failed');
+
+  // One state of 30 kB: the worker fails (exit 1) with the store and the bound named.
+  await produce(input, [{ key: 'big', value: JSON.stringify({ seq: 300, grow: 30_000 }) }]);
+  const code = await Promise.race([w.exited, new Promise((r) => setTimeout(() => r('running'), 30_000))]);
+  assert.equal(code, 1, 'the worker exits 1');
+  assert.ok(
+    w.logs.some((l) =>
+      new RegExp(
+        `state store keep-kept: a state of 3000\\d bytes .* over the 20000 bytes its changelog ${changelog} takes`,
+      ).test(l),
+    ),
+    w.logs.slice(-10).join('\n'),
+  );
+  assert.equal(
+    (await readAll(output, { settleMs: 500, timeoutMs: 5_000 })).length,
+    300,
+    'its output not committed',
+  );
+});

@@ -221,3 +221,39 @@ test('a state value its custom serde cannot write should fail the worker with th
   });
   await h.task.close({ checkpoint: false });
 });
+
+test('a state too large for its changelog topic should fail the worker with the store and the bound named', async () => {
+  const state = { kept: valueState<string>() };
+  const app = new App({ id: 'unit-big-state' });
+  app
+    .stream('in', { key: string(), value: json<{ n: number }>() })
+    .byKey()
+    .process<number, typeof state>(
+      {
+        state,
+        onRecord(v, ctx) {
+          ctx.state.kept.set('x'.repeat(v.n));
+          ctx.emit(v.n);
+        },
+      },
+      { name: 'keep' },
+    )
+    .to('out');
+  const changelog = app.topology().stores[0]!.changelog;
+  const h = await taskHarness(app, {}, { recordLimits: new Map([[changelog, 2000]]) });
+  h.task.process('in', [h.rec('a', { n: 1000 }, 1)], () => undefined);
+  const out = await h.checkpoint();
+  assert.equal(out.get(changelog)?.length, 1, 'a state under the bound is written');
+  h.task.process('in', [h.rec('a', { n: 3000 }, 2)], () => undefined);
+  await assert.rejects(h.task.checkpoint(), (e: unknown) => {
+    assert.equal((e as { code?: string }).code, 'SLUICE_OPERATOR');
+    assert.match(
+      (e as Error).message,
+      new RegExp(
+        `state store keep-kept: a state of 300\\d bytes .* over the 2000 bytes its changelog ${changelog} takes`,
+      ),
+    );
+    return true;
+  });
+  await h.task.close({ checkpoint: false });
+});

@@ -76,7 +76,11 @@ test('prepareAndRecord should record the topology once, refuse a renamed store, 
   await prepareAndRecord(k.admin, k.client, counts('per-user'), config(false), l);
   assert.equal(k.log.get('shop-topology')?.length, 1, 'recorded, in the topic prepareTopics created');
   const limits = (k.client as unknown as { recordLimits: Map<string, number> }).recordLimits;
-  assert.deepEqual([...limits.keys()].sort(), ['counts', 'shop-by-user-repartition', 'shop-dlq']);
+  assert.deepEqual(
+    [...limits.keys()].sort(),
+    ['counts', 'shop-by-user-repartition', 'shop-dlq', 'shop-per-user-agg-changelog'],
+    'sinks, dead letters and changelogs',
+  );
   await prepareAndRecord(k.admin, k.client, counts('per-user'), config(false), l);
   assert.equal(k.log.get('shop-topology')?.length, 1, 'an unchanged topology is not written again');
 
