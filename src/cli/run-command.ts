@@ -123,6 +123,13 @@ export async function devCommand(argv: string[]): Promise<number> {
   const configuredBy = brokersSource({ file: args.configFile, flags });
   if (configuredBy === undefined) {
     const port = args.switches.has('kafka-port') ? Number(args.switches.get('kafka-port')) : undefined;
+    if (port !== undefined && !(Number.isInteger(port) && port > 0 && port < 65536))
+      throw new UsageError(
+        `--kafka-port must be a port number, not ${args.switches.get('kafka-port')}`,
+        'dev',
+      );
+    // Every other setting is checked before a broker is started for it (a bad config fails fast).
+    loadConfig({ file: args.configFile, flags: [...flags, ['kafka.brokers', `127.0.0.1:${port ?? 9092}`]] });
     const k = await startLocalKafka({ ...(port === undefined ? {} : { port }), log: (m) => say(m) });
     say(
       `local Kafka ${k.version} at ${k.brokers.join(',')} (log ${k.logFile}); stop it with: sluice kafka stop`,

@@ -9,7 +9,7 @@
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { connect, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
@@ -23,7 +23,7 @@ import {
   uniqueName,
   withAdmin,
 } from '../helpers/kafka.js';
-import { freeBrokerPort } from '../helpers/ports.js';
+import { freeBrokerPort, freePort } from '../helpers/ports.js';
 import { distPath, metricSum, SLUICE_BIN, spawnWorker } from '../helpers/workers.js';
 
 /** Runs the CLI to its end; KAFKA_BROKERS is the test broker unless `env` says otherwise. */
@@ -226,6 +226,36 @@ test('sluice dev with brokers from a config file should use them, start no broke
   assert.match(`${r.out}${r.err}`, /topics missing on the cluster: .*npx sluice topics create/);
   const topics = await withAdmin((a) => a.listTopics());
   assert.ok(!topics.some((x) => x.startsWith(id)), 'nothing was created on the configured cluster');
+});
+
+test('sluice dev with a bad config should list every problem before it starts a broker', async () => {
+  const port = await freePort();
+  const r = sluice(
+    [
+      'dev',
+      distPath('test/fixtures/jobs/stateless.js'),
+      '--kafka-port',
+      String(port),
+      '--processing.guarantee',
+      'exactly-once',
+      '--http.port',
+      'abc',
+    ],
+    { KAFKA_BROKERS: '' },
+  );
+  assert.equal(r.code, 1, `${r.out}\n${r.err}`);
+  assert.match(r.err, /Invalid configuration \(2 problems\)/);
+  assert.match(r.err, /processing\.guarantee \(flag --processing\.guarantee\): Invalid option/);
+  assert.match(r.err, /flag --http\.port: expected a number, got "abc"/);
+  assert.doesNotMatch(r.err, /local Kafka/, 'no broker was started for a config that cannot run');
+  const listening = await new Promise<boolean>((done) => {
+    const s = connect({ port, host: '127.0.0.1' }, () => {
+      s.destroy();
+      done(true);
+    });
+    s.on('error', () => done(false));
+  });
+  assert.equal(listening, false, `nothing listens on ${port}`);
 });
 
 test('sluice dev without a configured cluster should start its own Kafka and run the example job on the load generator', {
