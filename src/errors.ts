@@ -108,10 +108,18 @@ export class SchemaRegistryError extends SluiceError {
   readonly status: number | undefined;
   /** The registry's own `error_code` (e.g. 40401 subject not found, 409 incompatible). */
   readonly registryCode: number | undefined;
-  constructor(message: string, opts: { status?: number; registryCode?: number; cause?: unknown } = {}) {
-    super('SLUICE_SCHEMA_REGISTRY', message, { cause: opts.cause, retriable: opts.status === undefined });
-    this.status = opts.status;
+  /** No answer: refused, reset, timed out (not a mistake of the job's or its configuration). */
+  readonly unreachable: boolean;
+  constructor(
+    message: string,
+    opts: { status?: number; registryCode?: number; cause?: unknown; unreachable?: boolean } = {},
+  ) {
+    const s = opts.status;
+    const retriable = opts.unreachable === true || (s !== undefined && (s >= 500 || s === 408 || s === 429));
+    super('SLUICE_SCHEMA_REGISTRY', message, { cause: opts.cause, retriable });
+    this.status = s;
     this.registryCode = opts.registryCode;
+    this.unreachable = opts.unreachable === true;
   }
 }
 

@@ -27,6 +27,10 @@ function rejoinError(): Error {
   );
 }
 
+/** The offset before a batch's first record (where its partition's position stays if it is not processed). */
+export const beforeBatch = (b: Pick<BatchContext, 'records'>): string =>
+  (BigInt(b.records[0]!.offset) - 1n).toString();
+
 export interface BatchContext {
   topic: string;
   partition: number;

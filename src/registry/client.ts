@@ -28,13 +28,12 @@ export interface RegistryClientOptions {
 const CONTENT_TYPE = 'application/vnd.schemaregistry.v1+json';
 
 /**
- * The registry is not serving right now: no answer (refused, reset, timed out), 5xx, 408 or 429.
- * Waited out, at start and while processing: a registry outage costs latency, not records.
+ * The registry is not serving right now: no answer (refused, reset, timed out), 5xx, 408 or 429
+ * (the error's `retriable`). Waited out, at start and while processing: a registry outage costs
+ * latency, not records. A mistake of the job (a serde without a schema, two subjects) is not.
  */
 export function registryUnavailable(e: unknown): e is SchemaRegistryError {
-  if (!isRegistryError(e)) return false;
-  const s = e.status;
-  return s === undefined || s >= 500 || s === 408 || s === 429;
+  return isRegistryError(e) && (e as { retriable?: unknown }).retriable === true;
 }
 
 /**
@@ -46,11 +45,14 @@ const isRegistryError = (e: unknown): e is SchemaRegistryError =>
 
 /**
  * While processing, a failure to fetch a schema is the record's only when the registry answered
- * about that id (404: it has no such schema; another 4xx). Unavailable, or refusing the
- * credentials it took at start (401/403: rotated, revoked), is the registry's: the records wait.
+ * about that id: a 404 with the registry's own error code (40403: it has no such schema), another
+ * 4xx. Unavailable, refusing the credentials it took at start (401/403: rotated, revoked), or a
+ * 404 without a registry's error code (a proxy's, a route gone) is not: the records wait.
  */
 export function notTheRecords(e: unknown): e is SchemaRegistryError {
-  return registryUnavailable(e) || (isRegistryError(e) && (e.status === 401 || e.status === 403));
+  if (registryUnavailable(e)) return true;
+  if (!isRegistryError(e)) return false;
+  return e.status === 401 || e.status === 403 || (e.status === 404 && e.registryCode === undefined);
 }
 
 /**
@@ -170,6 +172,7 @@ export class RegistryClient {
           : (err.cause?.code ?? err.cause?.message ?? err.message);
       throw new SchemaRegistryError(`schema registry ${this.url} unreachable (${what}): ${reason}`, {
         cause: e,
+        unreachable: true,
       });
     }
     const text = await res.text().catch(() => '');
@@ -180,7 +183,7 @@ export class RegistryClient {
       json = undefined;
     }
     if (!res.ok) {
-      const j = (json ?? {}) as { error_code?: number; message?: string };
+      const j = (json ?? {}) as { error_code?: unknown; message?: string };
       const msg = j.message ?? text.slice(0, 300);
       const hint =
         res.status === 401 || res.status === 403
@@ -192,7 +195,7 @@ export class RegistryClient {
               : '';
       throw new SchemaRegistryError(
         `schema registry ${this.url} answered ${res.status} to ${what}${hint}: ${msg}`,
-        { status: res.status, registryCode: j.error_code },
+        { status: res.status, registryCode: typeof j.error_code === 'number' ? j.error_code : undefined },
       );
     }
     if (json === undefined)

@@ -22,17 +22,19 @@ import { isRegistrySerde, REGISTRY, type RegistryBinding, type RegistrySerde } f
 export interface SchemaPrefetch {
   /**
    * Calls `then` once the schemas of `records` are loaded: at once when they are all known. When
-   * the registry is not serving one of them ({@link notTheRecords}), waits a backoff (less once
-   * `stopping()`) and returns without calling `then`: the batch is not processed, and the
-   * consumer fetches it again (nothing resolved). No record is dead-lettered for an outage.
+   * the registry is not serving one of them ({@link notTheRecords}), calls `opts.waiting` with
+   * why, sits out a backoff (unless `opts.backoff` is false; cut short once `opts.stopping()`) and
+   * returns without calling `then`: the batch is not processed, and the consumer fetches it again
+   * (nothing resolved). No record is dead-lettered for an outage. A stopping worker's batch that
+   * needs a schema is not loaded at all (the worker drops it).
    */
   before(
     topic: string,
     records: readonly InRecord[],
     then: () => Promise<void>,
-    stopping?: () => boolean,
+    opts?: BeforeOptions,
   ): Promise<void>;
-  /** The registry's failure while it is not serving (the last `before` waited), else undefined. */
+  /** A failure of a schema the registry is not serving now (batches wait for it), else undefined. */
   outage(): SchemaRegistryError | undefined;
   /**
    * With `inputWriters`: for each input topic read by a registry serde that has a schema, a bound
@@ -46,6 +48,14 @@ const NONE: SchemaPrefetch = {
   outage: () => undefined,
   inputWriters: new Map(),
 };
+
+export interface BeforeOptions {
+  stopping?: () => boolean;
+  /** The batch waits on the registry (is not processed): `e` says why. */
+  waiting?: (e: SchemaRegistryError) => void;
+  /** Sit out the backoff before returning (default true; a test driver is told at once). */
+  backoff?: boolean;
+}
 
 /** How the worker waits out a registry that is not serving (at start, and before a batch). */
 export interface RegistryWait {
@@ -154,39 +164,48 @@ export async function prepareSchemas(
   return {
     inputWriters,
     outage: () => outage.error,
-    before(topic, records, then, stopping = () => false) {
+    before(topic, records, then, opts = {}) {
       const list = readers.get(topic);
       if (list === undefined) return then();
       const now = Date.now();
       let loads: Array<Promise<SchemaRegistryError | undefined>> | undefined;
-      let asked: Set<string> | undefined;
+      let asked: string[] | undefined;
       for (const r of records) {
         for (const { binding, isKey } of list) {
           const id = binding.missing(isKey ? r.key : r.value, now);
           if (id === undefined) continue;
-          asked ??= new Set();
+          asked ??= [];
           const k = `${binding.format}:${id}:${isKey}`;
-          if (asked.has(k)) continue;
-          asked.add(k);
+          if (asked.includes(k)) continue;
+          asked.push(k);
           (loads ??= []).push(binding.load(id));
         }
       }
       if (loads === undefined) return then();
+      const stopping = opts.stopping ?? (() => false);
+      if (stopping()) return Promise.resolve(); // dropped by the worker anyway: no request
       return Promise.all(loads).then((results) => {
-        const down = results.find((r) => r !== undefined);
-        if (down === undefined) {
-          outage.over();
-          return then();
+        let down: SchemaRegistryError | undefined;
+        for (let i = 0; i < results.length; i++) {
+          const e = results[i];
+          if (e === undefined) outage.loaded(asked![i]!);
+          else outage.failed(asked![i]!, (down = e));
         }
-        return outage.wait(down, topic, stopping);
+        if (down === undefined) return then();
+        opts.waiting?.(down);
+        return opts.backoff === false ? undefined : outage.wait(down, topic, stopping);
       });
     },
   };
 }
 
-/** The registry not serving the schemas batches wait for: the backoff, and what is logged. */
+/**
+ * The schemas the registry is not serving (by format, id and side), the backoff of the batches
+ * that wait for them, and what is logged: a warning when the first fails and every
+ * {@link OUTAGE_LOG_EVERY_MS} while any still fails, one line when the last is served.
+ */
 class Outage {
-  error: SchemaRegistryError | undefined;
+  readonly #failing = new Map<string, SchemaRegistryError>();
   #since = 0;
   #tries = 0;
   #loggedAt = 0;
@@ -196,10 +215,26 @@ class Outage {
     readonly logger: Logger | undefined,
   ) {}
 
+  /** A failure of a schema the registry is not serving, while any is (else undefined). */
+  get error(): SchemaRegistryError | undefined {
+    for (const e of this.#failing.values()) return e;
+    return undefined;
+  }
+
+  failed(key: string, e: SchemaRegistryError): void {
+    if (this.#failing.size === 0) this.#since = Date.now();
+    this.#failing.set(key, e);
+  }
+
+  loaded(key: string): void {
+    if (!this.#failing.delete(key) || this.#failing.size > 0) return;
+    this.logger?.info({ downForMs: Date.now() - this.#since }, 'the schema registry serves again');
+    this.#tries = 0;
+    this.#loggedAt = 0;
+  }
+
   async wait(e: SchemaRegistryError, topic: string, stopping: () => boolean): Promise<void> {
     const now = Date.now();
-    if (this.error === undefined) this.#since = now;
-    this.error = e;
     this.#tries++;
     if (now - this.#loggedAt >= OUTAGE_LOG_EVERY_MS) {
       this.#loggedAt = now;
@@ -211,13 +246,5 @@ class Outage {
     const delay = Math.min(OUTAGE_BACKOFF_MAX_MS, OUTAGE_BACKOFF_MS * 2 ** Math.min(this.#tries - 1, 10));
     const until = Date.now() + delay;
     while (!stopping() && Date.now() < until) await sleep(Math.min(100, until - Date.now()));
-  }
-
-  over(): void {
-    if (this.error === undefined) return;
-    this.logger?.info({ downForMs: Date.now() - this.#since }, 'the schema registry serves again');
-    this.error = undefined;
-    this.#tries = 0;
-    this.#loggedAt = 0;
   }
 }

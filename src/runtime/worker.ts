@@ -4,7 +4,7 @@ import type { App } from '../api/app.js';
 import type { SluiceConfig } from '../config/schema.js';
 import { SluiceError } from '../errors.js';
 import { KafkaClient } from '../kafka/client.js';
-import type { BatchContext, GroupConsumer } from '../kafka/consumer.js';
+import { type BatchContext, beforeBatch, type GroupConsumer } from '../kafka/consumer.js';
 import type { PlainProducer } from '../kafka/producer.js';
 import { isAuthError } from '../kafka/security.js';
 import { type MemberInfo, taskIdOf } from '../kafka/task-assigner.js';
@@ -75,7 +75,8 @@ export class Worker {
   readonly #changelogs: ChangelogWatch;
   #members = new Map<string, MemberInfo>();
   readonly #opts: WorkerOptions;
-  readonly #lag = new Map<string, number>();
+  /** Each input partition's lag at its last fetch (`topic:partition`). */
+  readonly lag = new Map<string, number>();
   #fatal: Error | undefined;
   readonly #inputRate: InputRateMeter;
   /** The whole group's assignment and HTTP addresses (for /status and routed state queries). */
@@ -84,7 +85,7 @@ export class Worker {
   readonly opCounts: Float64Array;
   readonly clientId: string;
   #memberId: string | undefined;
-  readonly #statusSections = new Map<string, StatusSection>();
+  readonly statusSections = new Map<string, StatusSection>();
   #overload: OverloadController | undefined;
   #purge: RepartitionPurge | undefined;
   /** Timestamp order across a task's inputs (input-sync.ts); none for one-input tasks. */
@@ -127,7 +128,7 @@ export class Worker {
       plainProducer: () => (this.#plain ??= this.client.plainProducer()),
       consumer: () => this.#consumer,
       opCounts: this.opCounts,
-      lag: this.#lag,
+      lag: this.lag,
       inputRate: this.#inputRate,
       failOverOnFullDisk: (task, e) => this.#failOverOnFullDisk(task, e),
       taskFailed: (task, e) => this.#taskFailed(task, e),
@@ -136,9 +137,7 @@ export class Worker {
     this.#changelogs = new ChangelogWatch({
       ...parts,
       tasks: this.#manager,
-      setPlan: (plan) => {
-        this.#plan = plan;
-      },
+      setPlan: (plan) => void (this.#plan = plan),
     });
   }
 
@@ -164,12 +163,9 @@ export class Worker {
 
   /** Adds a section to /status: `fn` runs on every status request (keep it cheap and synchronous). */
   addStatusSection(name: string, fn: StatusSection): void {
-    this.#statusSections.set(name, fn);
+    this.statusSections.set(name, fn);
   }
 
-  get statusSections(): ReadonlyMap<string, StatusSection> {
-    return this.#statusSections;
-  }
   get state(): WorkerStateName {
     return this.#state;
   }
@@ -185,9 +181,6 @@ export class Worker {
   /** Members of the group as the last assignment saw them (leader only knows all). */
   get members(): ReadonlyMap<string, MemberInfo> {
     return this.#members;
-  }
-  get lag(): ReadonlyMap<string, number> {
-    return this.#lag;
   }
 
   /** Ready: in the group, with every owned task restored and running. */
@@ -232,9 +225,7 @@ export class Worker {
       maxBytesPerPartition: this.config.processing.maxBytesPerPartition,
       layout: this.topology,
       memberInfo: () => ({ tasks: [...this.#manager.tasks.keys()], http: this.#opts.httpAddress?.() }),
-      onMembers: (m) => {
-        this.#members = m;
-      },
+      onMembers: (m) => void (this.#members = m),
       groupInstanceId: this.#opts.groupInstanceId,
       beforeRejoin: () => this.#manager.beforeRejoin(),
       rejoinFailed: () => this.#manager.rejoinFailed(),
@@ -247,11 +238,12 @@ export class Worker {
         this.#assignedOnce = true;
         this.#manager.onAssignment(a);
       },
-      onBatch: (b) => schemas.before(b.topic, b.records, () => this.#onBatch(b), wait.stopping),
-      onSkipped: (topic, partition, lastOffset, high) => {
-        this.#syncs.fetched(topic, partition, lastOffset, high);
-        if (this.#lag.has(`${topic}:${partition}`)) this.#setLag(topic, partition, high, lastOffset);
-      },
+      onBatch: (b) =>
+        schemas.before(b.topic, b.records, () => this.#onBatch(b), {
+          stopping: wait.stopping,
+          waiting: () => this.#skipped(b.topic, b.partition, beforeBatch(b), b.highWatermark, true),
+        }),
+      onSkipped: (topic, partition, lastOffset, high) => this.#skipped(topic, partition, lastOffset, high),
       onFatal: (e) => this.#fail(e),
     });
     const interval = Math.max(10, Math.floor(this.config.processing.commitIntervalMs / 2));
@@ -269,7 +261,7 @@ export class Worker {
       subtopologies: this.topology.subtopologies,
       isInternal: (t) => this.topology.repartitionTopics.has(t),
       partitions: () => this.#plan,
-      lagOf: (topic, partition) => this.#lag.get(`${topic}:${partition}`),
+      lagOf: (topic, partition) => this.lag.get(`${topic}:${partition}`),
     });
     this.#overload.start();
     this.addStatusSection('overload', () => this.#overload!.status());
@@ -316,10 +308,16 @@ export class Worker {
     if (task.checkpointDue) void this.#manager.checkpoint(task); // not awaited: see checkpointBacklogged
   }
 
+  /** A batch not processed (markers only; waiting on the registry, `always`: behind): its position stays. */
+  #skipped(topic: string, partition: number, lastOffset: string, high: string, always = false): void {
+    this.#syncs.fetched(topic, partition, lastOffset, high);
+    if (always || this.lag.has(`${topic}:${partition}`)) this.#setLag(topic, partition, high, lastOffset);
+  }
+
   /** Lag = high watermark − position, the position being one past `lastOffset` (records or markers). */
   #setLag(topic: string, partition: number, high: string, lastOffset: string): void {
     const lag = Math.max(0, Number(BigInt(high) - BigInt(lastOffset) - 1n));
-    this.#lag.set(`${topic}:${partition}`, lag);
+    this.lag.set(`${topic}:${partition}`, lag);
     this.metrics.lag.set({ app: this.app.id, topic, partition: String(partition) }, lag);
   }
 
@@ -335,9 +333,9 @@ export class Worker {
   }
 
   /**
-   * A full disk under the state folder is not something a task retry can fix: the worker fails (exit
-   * 1, /healthz 503), leaves the group, and its tasks fail over to the other workers, which restore
-   * them from the changelogs. Nothing committed is lost (Kafka commits before the RocksDB batch).
+   * A full disk under the state folder is not something a task retry can fix: the worker fails (exit 1,
+   * /healthz 503), leaves the group, and its tasks fail over to other workers, which restore them
+   * from the changelogs. Nothing committed is lost (Kafka commits before the RocksDB batch).
    */
   #failOverOnFullDisk(task: Task, e: unknown): boolean {
     // The `fail` policy met at a checkpoint (an update flushed from the record cache) fails too.

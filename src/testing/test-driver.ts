@@ -288,9 +288,12 @@ export class TestDriver {
         const from = this.#positions.get(`${topic}:${task.partition}`) ?? 0n;
         const records = this.kafka.read(topic, task.partition, from);
         if (records.length === 0) continue;
-        await schemas.before(topic, records, async () => {});
         // A worker waits for a registry that is not serving; a test is told at once.
-        const down = schemas.outage();
+        let down: Error | undefined;
+        const waiting = (e: Error) => {
+          down = e;
+        };
+        await schemas.before(topic, records, async () => {}, { backoff: false, waiting });
         if (down) throw down;
       }
   }

@@ -312,6 +312,9 @@ test('one serde object writing under two subjects, or in a store, is refused at 
   s.to(`${p}-a`, { value: shared });
   s.to(`${p}-b`, { value: shared });
   await assert.rejects(prepareSchemas(app.topology(), config()), /writes under two subjects/);
+  // A worker waits for a registry that is not serving, not for a mistake of the job's.
+  const wait = { logger: { warn: () => {}, info: () => {} } as never, stopping: () => false };
+  await assert.rejects(prepareSchemas(app.topology(), config(), { wait }), /writes under two subjects/);
   const app2 = new App({ id: `${p}-2` });
   app2.stream(`${p}-in`, { value: avro() });
   await assert.rejects(
@@ -494,6 +497,7 @@ test('a worker: poison bytes, an unknown id and a truncated record go to the DLQ
   await proxy.cut();
   await send([framed(id2, zigzag(5), avroString('eve'), avroString('gold')), good(6, 'fay')]);
   assert.deepEqual(await after(4_000), { out: 2, dlq: 3 }, 'nothing moves while the registry refuses');
+  assert.equal(w.worker.lag.get(`${input}:0`), 2, 'the two waiting records count as lag');
   await proxy.heal();
   const out2 = (await readBytes(output, 4)).map((r) => r.value);
   assert.deepEqual(out2.slice(2), [

@@ -144,36 +144,47 @@ test('a registry that is not serving should make a batch wait (not dead-letter),
   await prefetch.before('in', [rec(1)], then);
   assert.equal(ran, 0, 'not processed while the registry answers 503');
   assert.equal(prefetch.outage()?.status, 503);
-  await prefetch.before('in', [rec(1)], then, () => true);
+  assert.ok(Date.now() - t0 >= 150, 'the batch sat out the first backoff (200 ms)');
+  const asked = srv.seen.length;
+  const t1 = Date.now();
+  await prefetch.before('in', [rec(1)], then, { stopping: () => true });
   assert.equal(ran, 0);
-  assert.ok(Date.now() - t0 < 1000, 'a stopping worker does not sit out the backoff');
+  assert.ok(Date.now() - t1 < 150, 'a stopping worker does not wait');
+  assert.equal(srv.seen.length, asked, 'nor asks the registry for a batch it drops');
+  let why: SchemaRegistryError | undefined;
+  const t2 = Date.now();
+  await prefetch.before('in', [rec(1)], then, { backoff: false, waiting: (e) => (why = e) });
+  assert.equal(ran, 0);
+  assert.equal(why?.status, 503, 'the caller is told why the batch waits');
+  assert.ok(Date.now() - t2 < 150, 'without the backoff when asked');
   await prefetch.before('in', [rec(1)], then);
   assert.equal(ran, 1, 'processed once the registry serves the schema');
   assert.equal(prefetch.outage(), undefined);
   assert.equal(serde.deserialize(rec(1).value), 'a');
-  // 404: the registry answered about the id, so it is the record's (the error policy's).
+  // 404 with the registry's code: it answered about the id, so it is the record's (the error policy's).
   await prefetch.before('in', [rec(2)], then);
   assert.equal(ran, 2);
   assert.throws(() => serde.deserialize(rec(2).value), /cannot read schema id 2: .*answered 404/);
   // The classification itself.
-  const err = (status?: number) => new SchemaRegistryError('x', status === undefined ? {} : { status });
-  assert.deepEqual(
-    [undefined, 500, 503, 408, 429, 401, 403, 404, 409, 422].map((s) => [
-      s,
-      registryUnavailable(err(s)),
-      notTheRecords(err(s)),
-    ]),
-    [
-      [undefined, true, true],
-      [500, true, true],
-      [503, true, true],
-      [408, true, true],
-      [429, true, true],
-      [401, false, true],
-      [403, false, true],
-      [404, false, false],
-      [409, false, false],
-      [422, false, false],
-    ],
-  );
+  const err = (opts: ConstructorParameters<typeof SchemaRegistryError>[1]) =>
+    new SchemaRegistryError('x', opts);
+  const cases: Array<[string, ConstructorParameters<typeof SchemaRegistryError>[1], boolean, boolean]> = [
+    ['refused, timed out', { unreachable: true }, true, true],
+    ['a mistake of the job (no status, reached)', {}, false, false],
+    ['500', { status: 500 }, true, true],
+    ['503', { status: 503 }, true, true],
+    ['408', { status: 408 }, true, true],
+    ['429', { status: 429 }, true, true],
+    ['401', { status: 401 }, false, true],
+    ['403', { status: 403 }, false, true],
+    ['404 from the registry', { status: 404, registryCode: 40403 }, false, false],
+    ['404 without a registry code (a proxy)', { status: 404 }, false, true],
+    ['409', { status: 409, registryCode: 409 }, false, false],
+    ['422', { status: 422, registryCode: 42201 }, false, false],
+  ];
+  for (const [what, opts, unavailable, notRecords] of cases) {
+    assert.equal(registryUnavailable(err(opts)), unavailable, `${what}: unavailable`);
+    assert.equal(notTheRecords(err(opts)), notRecords, `${what}: not the record's`);
+    assert.equal(err(opts).retriable, unavailable, `${what}: retriable`);
+  }
 });
