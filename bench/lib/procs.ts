@@ -140,6 +140,8 @@ export async function startProc(s: RunSpec): Promise<Proc> {
       // (every update an output), or equal bounds (a cached comparison).
       '--state.recordCacheMaxBytes',
       String(s.ksCacheBytes ?? 0),
+      // SLUICE_BENCH_WORKER_ARGS='--kafka.lingerMs 50': settings for any bench's Sluice workers.
+      ...(process.env.SLUICE_BENCH_WORKER_ARGS ?? '').split(' ').filter(Boolean),
     ];
   } else if (s.system === 'kafka-streams') {
     cmd = 'java';

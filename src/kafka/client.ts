@@ -77,7 +77,8 @@ export class KafkaClient {
     return this.#admin;
   }
 
-  async plainProducer(): Promise<PlainProducer> {
+  /** `backlogged`: the worker is behind its input (the producer lingers longer, see PlainProducer). */
+  async plainProducer(backlogged?: () => boolean): Promise<PlainProducer> {
     const p: Producer = this.kafka.producer({
       idempotent: true,
       maxInFlightRequests: 5,
@@ -85,7 +86,7 @@ export class KafkaClient {
       createPartitioner: createKeyPartitioner(),
     });
     await p.connect();
-    const plain = new PlainProducer(p, this.settings.lingerMs ?? 0);
+    const plain = new PlainProducer(p, this.settings.lingerMs ?? 0, backlogged);
     plain.limits = this.recordLimits;
     return plain;
   }

@@ -18,7 +18,13 @@ interface Partition {
   total: number;
   /** [time, total] samples, oldest first, spanning at most the window. */
   samples: Array<[number, number]>;
+  /** Records per second over the window, as of the last refresh. */
+  rate?: number;
 }
+
+/** A partition this far behind (seconds of its input, and records) counts as a backlog ({@link InputRateMeter.behind}). */
+export const BACKLOG_SECONDS = 1;
+export const BACKLOG_RECORDS = 1000;
 
 export class InputRateMeter {
   readonly #metrics: WorkerMetrics;
@@ -51,8 +57,23 @@ export class InputRateMeter {
       while (p.samples.length > 2 && now - p.samples[1]![0] >= WINDOW_MS) p.samples.shift();
       const [t0, n0] = p.samples[0]!;
       const rate = now > t0 ? ((p.total - n0) * 1000) / (now - t0) : 0;
+      p.rate = rate;
       this.#metrics.inputRate.set({ app: this.#app, topic: p.topic, partition: p.partition }, rate);
     }
+  }
+
+  /**
+   * The worker is behind its input: a partition's last fetch stopped short of its high watermark
+   * (`lag`: the worker's lag per partition at its last fetch) by at least {@link BACKLOG_SECONDS}
+   * of its input at its current rate, and {@link BACKLOG_RECORDS}. A worker that keeps up fetches
+   * up to the high watermark, less what arrived meanwhile: a fraction of a second.
+   */
+  behind(lag: ReadonlyMap<string, number>): boolean {
+    for (const [id, n] of lag) {
+      if (n < BACKLOG_RECORDS) continue;
+      if (n >= (this.#parts.get(id)?.rate ?? 0) * BACKLOG_SECONDS) return true;
+    }
+    return false;
   }
 
   /** Forgets a partition this worker no longer owns (its series disappears). */

@@ -125,7 +125,8 @@ export class Worker {
       ...parts,
       transactions: workerTransactions(parts, opts.groupInstanceId, () => this.#consumer),
       openState: opts.openState,
-      plainProducer: () => (this.#plain ??= this.client.plainProducer()),
+      plainProducer: () =>
+        (this.#plain ??= this.client.plainProducer(() => this.#inputRate.behind(this.lag))),
       consumer: () => this.#consumer,
       opCounts: this.opCounts,
       lag: this.lag,

@@ -1,11 +1,15 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { Registry } from 'prom-client';
 import {
+  BACKLOG_LINGER_MS,
   isFencedError,
   isGenerationFenced,
   PlainProducer,
   TransactionalProducer,
 } from '../../../src/kafka/producer.js';
+import { createWorkerMetrics } from '../../../src/ops/metrics.js';
+import { BACKLOG_RECORDS, InputRateMeter } from '../../../src/runtime/input-rate.js';
 
 /**
  * kafkajs retries some transactional errors for a long time (AddPartitionsToTxn for a deleted
@@ -499,4 +503,42 @@ test('with a linger, a request waits that long after its first send for more (as
   await Promise.all([first, second]);
   assert.deepEqual(requests, [2], 'one request for both');
   assert.ok(performance.now() - started >= 25, 'after the linger');
+});
+
+test('while the worker is behind its input, a request lingers BACKLOG_LINGER_MS; caught up, its own linger', async () => {
+  const requests: number[] = [];
+  const producer = {
+    sendBatch: async ({ topicMessages }: any) => {
+      requests.push(topicMessages.reduce((n: number, t: any) => n + t.messages.length, 0));
+      return [];
+    },
+    disconnect: async () => undefined,
+  };
+  let behind = true;
+  const p = new PlainProducer(producer as any, 0, () => behind);
+  const one = () => new Map([['out', [{ key: null, value: Buffer.from('x'), partition: 0 }]]]);
+  let started = performance.now();
+  const sends = [p.send(one())];
+  await new Promise((r) => setTimeout(r, 20));
+  sends.push(p.send(one()));
+  await Promise.all(sends);
+  assert.deepEqual(requests, [2], 'behind: one request for both');
+  assert.ok(performance.now() - started >= BACKLOG_LINGER_MS - 5, 'after the backlog linger');
+  behind = false;
+  started = performance.now();
+  await p.send(one());
+  assert.deepEqual(requests, [2, 1]);
+  assert.ok(performance.now() - started < BACKLOG_LINGER_MS / 2, 'caught up: no linger');
+  // The worker's signal: a partition's last fetch short of its high watermark by a second of its
+  // input (at its rate over the last seconds) and 1000 records.
+  const meter = new InputRateMeter(createWorkerMetrics(new Registry()), 'app');
+  meter.add('in', 0, 0, 0);
+  meter.add('in', 1, 0, 0);
+  meter.add('in', 0, 5_000, 1_000);
+  meter.tick(1_000); // in:0 at 5,000 records/s, in:1 at 0
+  assert.equal(meter.behind(new Map([['in:0', 4_999]])), false, 'less than a second of in:0');
+  assert.equal(meter.behind(new Map([['in:0', 5_000]])), true);
+  assert.equal(meter.behind(new Map([['in:1', BACKLOG_RECORDS - 1]])), false, 'fewer than BACKLOG_RECORDS');
+  assert.equal(meter.behind(new Map([['in:1', BACKLOG_RECORDS]])), true);
+  assert.equal(meter.behind(new Map()), false);
 });
