@@ -103,7 +103,9 @@ const kafka = z
      * At-least-once: how long a produce request waits for more records after the first it holds
      * (Kafka's producer `linger.ms`, 5 by default since Kafka 4.0, KIP-1030). The worker's tasks
      * send their outputs after each batch; without a wait a request carries only what came while
-     * the one before was in flight. Exactly-once sends once per checkpoint and does not wait.
+     * the one before was in flight. While a task is a second or more behind its input, its early
+     * outputs wait at least 50 ms (PlainProducer, BACKLOG_LINGER_MS). Exactly-once sends once per
+     * checkpoint and does not wait.
      */
     lingerMs: z.number().int().min(0).max(1000).default(5),
     /**

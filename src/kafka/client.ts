@@ -77,8 +77,8 @@ export class KafkaClient {
     return this.#admin;
   }
 
-  /** `backlogged`: the worker is behind its input (the producer lingers longer, see PlainProducer). */
-  async plainProducer(backlogged?: () => boolean): Promise<PlainProducer> {
+  /** `behind`: these input partitions are behind (their task's sends linger longer, see PlainProducer). */
+  async plainProducer(behind?: (partitions: readonly string[]) => boolean): Promise<PlainProducer> {
     const p: Producer = this.kafka.producer({
       idempotent: true,
       maxInFlightRequests: 5,
@@ -86,7 +86,7 @@ export class KafkaClient {
       createPartitioner: createKeyPartitioner(),
     });
     await p.connect();
-    const plain = new PlainProducer(p, this.settings.lingerMs ?? 0, backlogged);
+    const plain = new PlainProducer(p, this.settings.lingerMs ?? 0, behind);
     plain.limits = this.recordLimits;
     return plain;
   }

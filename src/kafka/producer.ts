@@ -245,16 +245,17 @@ export class PlainProducer {
   readonly #p: Producer;
   readonly #partitionsOf: PartitionsOf;
   readonly #lingerMs: number;
-  readonly #backlogged: () => boolean;
+  readonly #behind: (partitions: readonly string[]) => boolean;
   /**
    * `lingerMs`: how long a request waits for more sends after the first it holds (`kafka.lingerMs`);
-   * {@link BACKLOG_LINGER_MS} while `backlogged()` (the worker is behind its input).
+   * at least {@link BACKLOG_LINGER_MS} while every send it holds comes from input partitions
+   * that are `behind` (`topic:partition`, see {@link send}).
    */
-  constructor(p: Producer, lingerMs = 0, backlogged: () => boolean = () => false) {
+  constructor(p: Producer, lingerMs = 0, behind: (partitions: readonly string[]) => boolean = () => false) {
     this.#p = p;
     this.#partitionsOf = partitionsOfProducer(p);
     this.#lingerMs = lingerMs;
-    this.#backlogged = backlogged;
+    this.#behind = behind;
   }
   /** A topic's partition count as this producer's metadata knows it (the collector's partitioning). */
   partitionsOf(topic: string): number | undefined {
@@ -267,6 +268,8 @@ export class PlainProducer {
     reject: (e: unknown) => void;
     /** When it was asked for (performance.now()). */
     at: number;
+    /** Its input partitions are behind: it may wait {@link BACKLOG_LINGER_MS}. */
+    patient: boolean;
   }> = [];
   #sending = false;
   #closed = false;
@@ -277,23 +280,39 @@ export class PlainProducer {
    * producer's requests to a broker one at a time anyway: the sends asked for while one is in
    * flight go in one request after it (each caller's records in the order it gave them, and a
    * caller sends its next only once this one is answered); a request waits `lingerMs` after its
-   * first send was asked for, as Kafka's producer's linger.ms; while the worker is behind its input
-   * by a second or more (a backlog after a pause, a restart, a burst: InputRateMeter.behind),
-   * {@link BACKLOG_LINGER_MS}: its records waited anyway, and fewer, larger requests cost less
-   * CPU per record, so the backlog drains sooner (`filter` + `map` from a backlog of 1M records:
-   * about 80 requests instead of 390, CPU per record 0.94×, rate 1.08×; CHANGELOG, 12-07). At a
-   * load the worker keeps up with, the linger stays `lingerMs`. If that request fails, each caller's
+   * first send was asked for, as Kafka's producer's linger.ms. Sends that give `from` (a task's
+   * input partitions, for its outputs sent early) while those are a second or more behind (a
+   * backlog after a pause, a restart, a burst: InputRateMeter.behind) may wait at least
+   * {@link BACKLOG_LINGER_MS} when every send of the request may: their records waited anyway,
+   * and fewer, larger requests cost less CPU per record, so the backlog drains sooner (`filter` +
+   * `map` from a backlog of 1M records: about 80 requests instead of 390, CPU per record 0.94×,
+   * rate 1.08×; CHANGELOG, 12-07). A caught-up task's send, or a checkpoint's (no `from`), keeps
+   * the request to `lingerMs`. If that request fails, each caller's
    * records go again alone, so one task's bad records (a topic gone, a record too large) fail
    * only that task's send. At-least-once sends each task's outputs after each batch
    * (output-stream.ts): one request per task and batch cost filter + map about a third more CPU
    * per record than exactly-once.
    */
-  send(records: TopicRecords): Promise<WrittenOffsets> {
+  send(records: TopicRecords, from?: readonly string[]): Promise<WrittenOffsets> {
     if (this.#closed) return Promise.reject(new Error('the producer is closed'));
+    const patient = from !== undefined && this.#behind(from);
     return new Promise((resolve, reject) => {
-      this.#waiting.push({ records, resolve, reject, at: performance.now() });
+      this.#waiting.push({ records, resolve, reject, at: performance.now(), patient });
+      if (!patient) this.#wake?.();
       if (!this.#sending) void this.#drain();
     });
+  }
+
+  /** Cuts the current linger short (a send that may not wait long came). */
+  #wake: (() => void) | undefined;
+
+  /** How long the request still waits: 0 once its linger is up (or nothing waits). */
+  #lingerLeft(): number {
+    const first = this.#waiting[0];
+    if (first === undefined) return 0;
+    const patient = this.#waiting.every((w) => w.patient);
+    const lingerMs = patient ? Math.max(this.#lingerMs, BACKLOG_LINGER_MS) : this.#lingerMs;
+    return lingerMs - (performance.now() - first.at);
   }
 
   async #drain(): Promise<void> {
@@ -301,9 +320,16 @@ export class PlainProducer {
     try {
       while (this.#waiting.length > 0) {
         // As Kafka's producer's linger.ms: the request waits for more, from its first send's ask.
-        const lingerMs = this.#backlogged() ? Math.max(this.#lingerMs, BACKLOG_LINGER_MS) : this.#lingerMs;
-        const linger = lingerMs - (performance.now() - this.#waiting[0]!.at);
-        if (linger > 0) await sleep(linger);
+        // Until the linger is up; a send that may not wait long, arriving meanwhile, cuts it short.
+        for (let linger = this.#lingerLeft(); linger > 0; linger = this.#lingerLeft())
+          await new Promise<void>((woken) => {
+            const t = setTimeout(woken, linger);
+            this.#wake = () => {
+              clearTimeout(t);
+              woken();
+            };
+          });
+        this.#wake = undefined;
         const group = this.#waiting.splice(0);
         if (group.length === 0) continue; // closed meanwhile
         if (group.length === 1) {
@@ -342,6 +368,7 @@ export class PlainProducer {
   async close(): Promise<void> {
     this.#closed = true;
     for (const g of this.#waiting.splice(0)) g.reject(new Error('the producer is closed'));
+    this.#wake?.();
     await this.#p.disconnect();
   }
 }

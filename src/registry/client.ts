@@ -103,11 +103,20 @@ export class RegistryClient {
   schemaById(id: number): Promise<RegisteredSchema> {
     let p = this.#byId.get(id);
     if (!p) {
-      p = this.#request('GET', `/schemas/ids/${id}`, undefined, `schema id ${id}`).then((b) => ({
-        schemaType: (b.schemaType as SchemaType | undefined) ?? 'AVRO',
-        schema: String(b.schema),
-        references: (b.references as RegisteredSchema['references'] | undefined) ?? [],
-      }));
+      p = this.#request('GET', `/schemas/ids/${id}`, undefined, `schema id ${id}`).then((b) => {
+        // An answer without the schema (a proxy's page, a body cut short) is not the registry's
+        // word on the id: not kept, and not the record's fault.
+        if (typeof b.schema !== 'string')
+          throw new SchemaRegistryError(
+            `schema registry ${this.url} answered schema id ${id} without a schema: ${JSON.stringify(b).slice(0, 200)}`,
+            { unreachable: true },
+          );
+        return {
+          schemaType: (b.schemaType as SchemaType | undefined) ?? 'AVRO',
+          schema: b.schema,
+          references: (b.references as RegisteredSchema['references'] | undefined) ?? [],
+        };
+      });
       this.#byId.set(id, p);
       p.catch(() => this.#byId.delete(id));
     }
@@ -175,7 +184,16 @@ export class RegistryClient {
         unreachable: true,
       });
     }
-    const text = await res.text().catch(() => '');
+    let text: string;
+    try {
+      text = await res.text();
+    } catch (e) {
+      // The answer's body did not arrive (timed out or reset after the headers): no answer.
+      throw new SchemaRegistryError(
+        `schema registry ${this.url} unreachable (${what}): its answer was cut short (${(e as Error)?.name ?? e})`,
+        { cause: e, unreachable: true },
+      );
+    }
     let json: unknown;
     try {
       json = text === '' ? {} : JSON.parse(text);
@@ -198,9 +216,10 @@ export class RegistryClient {
         { status: res.status, registryCode: typeof j.error_code === 'number' ? j.error_code : undefined },
       );
     }
-    if (json === undefined)
+    if (json === undefined || typeof json !== 'object' || json === null)
       throw new SchemaRegistryError(`schema registry ${where} answered with no JSON: ${text.slice(0, 200)}`, {
         status: res.status,
+        unreachable: true, // a proxy's or a maintenance page: not serving
       });
     return json as Record<string, unknown>;
   }

@@ -67,6 +67,8 @@ export interface RegistryWait {
 /** A batch that waits on the registry tries again after this, doubling up to {@link OUTAGE_BACKOFF_MAX_MS}. */
 export const OUTAGE_BACKOFF_MS = 200;
 export const OUTAGE_BACKOFF_MAX_MS = 5_000;
+/** A failing schema no batch asked for again for this long is forgotten (its partition moved). */
+const OUTAGE_FORGET_MS = 60_000;
 /** While the registry stays down, its warning is logged again this often. */
 const OUTAGE_LOG_EVERY_MS = 30_000;
 
@@ -186,11 +188,9 @@ export async function prepareSchemas(
       if (stopping()) return Promise.resolve(); // dropped by the worker anyway: no request
       return Promise.all(loads).then((results) => {
         let down: SchemaRegistryError | undefined;
-        for (let i = 0; i < results.length; i++) {
-          const e = results[i];
-          if (e === undefined) outage.loaded(asked![i]!);
-          else outage.failed(asked![i]!, (down = e));
-        }
+        // Failures first: a schema served beside one that is not does not end the outage.
+        for (const [i, e] of results.entries()) if (e) outage.failed(asked![i]!, (down = e));
+        for (const [i, e] of results.entries()) if (!e) outage.loaded(asked![i]!);
         if (down === undefined) return then();
         opts.waiting?.(down);
         return opts.backoff === false ? undefined : outage.wait(down, topic, stopping);
@@ -205,7 +205,8 @@ export async function prepareSchemas(
  * {@link OUTAGE_LOG_EVERY_MS} while any still fails, one line when the last is served.
  */
 class Outage {
-  readonly #failing = new Map<string, SchemaRegistryError>();
+  /** Per schema: the last failure and when. One not asked for again for a minute (its partition revoked) is forgotten. */
+  readonly #failing = new Map<string, { e: SchemaRegistryError; at: number }>();
   #since = 0;
   #tries = 0;
   #loggedAt = 0;
@@ -217,18 +218,31 @@ class Outage {
 
   /** A failure of a schema the registry is not serving, while any is (else undefined). */
   get error(): SchemaRegistryError | undefined {
-    for (const e of this.#failing.values()) return e;
+    this.#forget(Date.now());
+    for (const f of this.#failing.values()) return f.e;
     return undefined;
   }
 
   failed(key: string, e: SchemaRegistryError): void {
-    if (this.#failing.size === 0) this.#since = Date.now();
-    this.#failing.set(key, e);
+    const now = Date.now();
+    this.#forget(now);
+    if (this.#failing.size === 0) this.#since = now;
+    this.#failing.set(key, { e, at: now });
   }
 
   loaded(key: string): void {
     if (!this.#failing.delete(key) || this.#failing.size > 0) return;
     this.logger?.info({ downForMs: Date.now() - this.#since }, 'the schema registry serves again');
+    this.#reset();
+  }
+
+  #forget(now: number): void {
+    if (this.#failing.size === 0) return;
+    for (const [k, f] of this.#failing) if (now - f.at > OUTAGE_FORGET_MS) this.#failing.delete(k);
+    if (this.#failing.size === 0) this.#reset();
+  }
+
+  #reset(): void {
     this.#tries = 0;
     this.#loggedAt = 0;
   }

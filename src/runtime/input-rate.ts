@@ -63,15 +63,16 @@ export class InputRateMeter {
   }
 
   /**
-   * The worker is behind its input: a partition's last fetch stopped short of its high watermark
-   * (`lag`: the worker's lag per partition at its last fetch) by at least {@link BACKLOG_SECONDS}
-   * of its input at its current rate, and {@link BACKLOG_RECORDS}. A worker that keeps up fetches
-   * up to the high watermark, less what arrived meanwhile: a fraction of a second.
+   * Behind its input: one of these partitions (`topic:partition`) stopped its last fetch short of
+   * its high watermark (`lag`: the worker's lag per partition at its last fetch) by at least
+   * {@link BACKLOG_SECONDS} of its processing rate (over the last seconds), and
+   * {@link BACKLOG_RECORDS}. A task that keeps up fetches up to the high watermark, less what
+   * arrived meanwhile: a fraction of a second.
    */
-  behind(lag: ReadonlyMap<string, number>): boolean {
-    for (const [id, n] of lag) {
-      if (n < BACKLOG_RECORDS) continue;
-      if (n >= (this.#parts.get(id)?.rate ?? 0) * BACKLOG_SECONDS) return true;
+  behind(lag: ReadonlyMap<string, number>, partitions: readonly string[]): boolean {
+    for (const id of partitions) {
+      const n = lag.get(id) ?? 0;
+      if (n >= BACKLOG_RECORDS && n >= (this.#parts.get(id)?.rate ?? 0) * BACKLOG_SECONDS) return true;
     }
     return false;
   }

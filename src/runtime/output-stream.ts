@@ -21,7 +21,7 @@ import type { TaskProgress } from './task-progress.js';
  * pushed after it, though its sends are still waited for (the order holds across the reset).
  */
 export class OutputStream {
-  readonly #send: (records: TopicRecords) => Promise<WrittenOffsets>;
+  readonly #send: (records: TopicRecords, early: boolean) => Promise<WrittenOffsets>;
   readonly #sent: (outputs: TopicRecords) => void;
   readonly #progress: Pick<TaskProgress, 'collector' | 'cleared'>;
   #tail: Promise<unknown> = Promise.resolve();
@@ -29,7 +29,8 @@ export class OutputStream {
   #failure: { run: number; error: unknown } | undefined;
 
   constructor(opts: {
-    send: (records: TopicRecords) => Promise<WrittenOffsets>;
+    /** `early`: outputs sent before the checkpoint (flush), which may linger while their task is behind. */
+    send: (records: TopicRecords, early: boolean) => Promise<WrittenOffsets>;
     /** Called with the outputs (not changelog records) of every send that was answered. */
     sent: (outputs: TopicRecords) => void;
     /** The task's progress: {@link flush} takes its collector's outputs. */
@@ -52,7 +53,8 @@ export class OutputStream {
   flush(): void {
     const collector = this.#progress.collector;
     if (this.busy || collector.count === 0) return;
-    this.push(collector.drain()).then(
+    const early = collector.drain();
+    this.push(early, early, true).then(
       () => this.flush(),
       () => undefined,
     );
@@ -62,12 +64,12 @@ export class OutputStream {
    * Sends `records` after everything pushed before; `outputs` is the part of them that is the
    * task's outputs (for the metrics). Rejects when this or an earlier send of the run failed.
    */
-  push(records: TopicRecords, outputs: TopicRecords = records): Promise<WrittenOffsets> {
+  push(records: TopicRecords, outputs: TopicRecords = records, early = false): Promise<WrittenOffsets> {
     const run = this.#progress.cleared;
     this.#queued++;
     const p = this.#tail.then(() => {
       if (this.#failure?.run === run) throw this.#failure.error;
-      return this.#send(records);
+      return this.#send(records, early);
     });
     this.#tail = p.then(
       () => undefined,

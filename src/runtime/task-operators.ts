@@ -164,13 +164,15 @@ export function taskParts(d: TaskPartsDeps): {
     plainProducer: () => d.plainProducer(),
     commitOffsets: d.commitOffsets,
   };
+  // Outputs sent early may linger while these partitions are behind (PlainProducer.send).
+  const from = d.sub.sourceTopics.map((t) => `${t}:${partition}`);
   if (!d.eos)
     checkpointDeps.outputs = new OutputStream({
-      send: async (records) => {
+      send: async (records, early) => {
         const p = await d.plainProducer();
         // Later outputs go into record batches as they come.
         if (d.progress.collector.partitionsOf === undefined) d.progress.batchWith(p);
-        return p.send(records);
+        return p.send(records, early ? from : undefined);
       },
       sent: (outputs) => countOutputs(checkpointDeps, outputs),
       progress: d.progress,

@@ -126,7 +126,7 @@ export class Worker {
       transactions: workerTransactions(parts, opts.groupInstanceId, () => this.#consumer),
       openState: opts.openState,
       plainProducer: () =>
-        (this.#plain ??= this.client.plainProducer(() => this.#inputRate.behind(this.lag))),
+        (this.#plain ??= this.client.plainProducer((tps) => this.#inputRate.behind(this.lag, tps))),
       consumer: () => this.#consumer,
       opCounts: this.opCounts,
       lag: this.lag,
@@ -242,7 +242,7 @@ export class Worker {
       onBatch: (b) =>
         schemas.before(b.topic, b.records, () => this.#onBatch(b), {
           stopping: wait.stopping,
-          waiting: () => this.#skipped(b.topic, b.partition, beforeBatch(b), b.highWatermark, true),
+          waiting: () => this.#skipped(b.topic, b.partition, beforeBatch(b), b.highWatermark),
         }),
       onSkipped: (topic, partition, lastOffset, high) => this.#skipped(topic, partition, lastOffset, high),
       onFatal: (e) => this.#fail(e),
@@ -309,10 +309,10 @@ export class Worker {
     if (task.checkpointDue) void this.#manager.checkpoint(task); // not awaited: see checkpointBacklogged
   }
 
-  /** A batch not processed (markers only; waiting on the registry, `always`: behind): its position stays. */
-  #skipped(topic: string, partition: number, lastOffset: string, high: string, always = false): void {
+  /** A batch not processed (markers only, or waiting on the registry): its position stays. */
+  #skipped(topic: string, partition: number, lastOffset: string, high: string): void {
     this.#syncs.fetched(topic, partition, lastOffset, high);
-    if (always || this.lag.has(`${topic}:${partition}`)) this.#setLag(topic, partition, high, lastOffset);
+    if (this.lag.has(`${topic}:${partition}`)) this.#setLag(topic, partition, high, lastOffset);
   }
 
   /** Lag = high watermark − position, the position being one past `lastOffset` (records or markers). */

@@ -505,7 +505,7 @@ test('with a linger, a request waits that long after its first send for more (as
   assert.ok(performance.now() - started >= 25, 'after the linger');
 });
 
-test('while the worker is behind its input, a request lingers BACKLOG_LINGER_MS; caught up, its own linger', async () => {
+test('a task behind its input may linger BACKLOG_LINGER_MS; a caught-up task or a checkpoint cuts it short', async () => {
   const requests: number[] = [];
   const producer = {
     sendBatch: async ({ topicMessages }: any) => {
@@ -514,31 +514,45 @@ test('while the worker is behind its input, a request lingers BACKLOG_LINGER_MS;
     },
     disconnect: async () => undefined,
   };
-  let behind = true;
-  const p = new PlainProducer(producer as any, 0, () => behind);
+  const behind = new Set(['in:0']);
+  const p = new PlainProducer(producer as any, 0, (tps) => tps.some((t) => behind.has(t)));
   const one = () => new Map([['out', [{ key: null, value: Buffer.from('x'), partition: 0 }]]]);
   let started = performance.now();
-  const sends = [p.send(one())];
+  const sends = [p.send(one(), ['in:0'])];
   await new Promise((r) => setTimeout(r, 20));
-  sends.push(p.send(one()));
+  sends.push(p.send(one(), ['in:0']));
   await Promise.all(sends);
   assert.deepEqual(requests, [2], 'behind: one request for both');
   assert.ok(performance.now() - started >= BACKLOG_LINGER_MS - 5, 'after the backlog linger');
-  behind = false;
-  started = performance.now();
-  await p.send(one());
-  assert.deepEqual(requests, [2, 1]);
-  assert.ok(performance.now() - started < BACKLOG_LINGER_MS / 2, 'caught up: no linger');
+  // A caught-up task's send, or a checkpoint's (no partitions), arriving meanwhile ends the wait.
+  for (const late of [['in:1'], undefined]) {
+    started = performance.now();
+    const waiting = p.send(one(), ['in:0']);
+    await new Promise((r) => setTimeout(r, 10));
+    await Promise.all([waiting, p.send(one(), late)]);
+    assert.ok(performance.now() - started < BACKLOG_LINGER_MS - 15, `cut short by ${late ?? 'a checkpoint'}`);
+  }
+  assert.deepEqual(requests, [2, 2, 2]);
   // The worker's signal: a partition's last fetch short of its high watermark by a second of its
-  // input (at its rate over the last seconds) and 1000 records.
+  // input (at its processing rate over the last seconds) and 1000 records.
   const meter = new InputRateMeter(createWorkerMetrics(new Registry()), 'app');
   meter.add('in', 0, 0, 0);
   meter.add('in', 1, 0, 0);
   meter.add('in', 0, 5_000, 1_000);
   meter.tick(1_000); // in:0 at 5,000 records/s, in:1 at 0
-  assert.equal(meter.behind(new Map([['in:0', 4_999]])), false, 'less than a second of in:0');
-  assert.equal(meter.behind(new Map([['in:0', 5_000]])), true);
-  assert.equal(meter.behind(new Map([['in:1', BACKLOG_RECORDS - 1]])), false, 'fewer than BACKLOG_RECORDS');
-  assert.equal(meter.behind(new Map([['in:1', BACKLOG_RECORDS]])), true);
-  assert.equal(meter.behind(new Map()), false);
+  const lag = (n0: number, n1: number) =>
+    new Map([
+      ['in:0', n0],
+      ['in:1', n1],
+    ]);
+  assert.equal(meter.behind(lag(4_999, 0), ['in:0']), false, 'less than a second of in:0');
+  assert.equal(meter.behind(lag(5_000, 0), ['in:0']), true);
+  assert.equal(
+    meter.behind(lag(5_000, 0), ['in:1']),
+    false,
+    "another partition's backlog is not this task's",
+  );
+  assert.equal(meter.behind(lag(0, BACKLOG_RECORDS - 1), ['in:1']), false, 'fewer than BACKLOG_RECORDS');
+  assert.equal(meter.behind(lag(0, BACKLOG_RECORDS), ['in:1']), true);
+  assert.equal(meter.behind(new Map(), ['in:0']), false);
 });

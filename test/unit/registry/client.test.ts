@@ -188,3 +188,22 @@ test('a registry that is not serving should make a batch wait (not dead-letter),
     assert.equal(err(opts).retriable, unavailable, `${what}: retriable`);
   }
 });
+
+test('an answer without a schema, or not JSON, should be the registry not serving, and not be cached', async (t) => {
+  let calls = 0;
+  const srv = await server(() => (++calls === 1 ? [200, {}] : [200, { schema: '"string"' }]));
+  t.after(srv.close);
+  const c = new RegistryClient({ url: srv.url });
+  await assert.rejects(c.schemaById(5), (e: unknown) => {
+    assert.ok(registryUnavailable(e), String(e));
+    assert.match(String(e), /answered schema id 5 without a schema/);
+    return true;
+  });
+  assert.equal((await c.schemaById(5)).schema, '"string"', 'asked again, not the cached failure');
+  // A page that is not JSON (a proxy's): not serving either.
+  const html = createServer((_req, res) => res.writeHead(200, { 'content-type': 'text/html' }).end('<html>'));
+  await new Promise<void>((r) => html.listen(0, '127.0.0.1', r));
+  t.after(() => new Promise<void>((r) => html.close(() => r())));
+  const page = new RegistryClient({ url: `http://127.0.0.1:${(html.address() as AddressInfo).port}` });
+  await assert.rejects(page.schemaById(1), (e: unknown) => registryUnavailable(e));
+});
