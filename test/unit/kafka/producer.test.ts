@@ -485,7 +485,8 @@ test('sends asked for while one is in flight go together in one request after it
   await fifth;
 });
 
-test('with a linger, a request waits that long after its first send for more (as linger.ms)', async () => {
+/** A kafkajs producer stand-in that answers at once and records each request's record count. */
+function countingProducer() {
   const requests: number[] = [];
   const producer = {
     sendBatch: async ({ topicMessages }: any) => {
@@ -494,8 +495,13 @@ test('with a linger, a request waits that long after its first send for more (as
     },
     disconnect: async () => undefined,
   };
+  return { requests, producer };
+}
+const one = () => new Map([['out', [{ key: null, value: Buffer.from('x'), partition: 0 }]]]);
+
+test('with a linger, a request waits that long after its first send for more (as linger.ms)', async () => {
+  const { requests, producer } = countingProducer();
   const p = new PlainProducer(producer as any, 30);
-  const one = () => new Map([['out', [{ key: null, value: Buffer.from('x'), partition: 0 }]]]);
   const started = performance.now();
   const first = p.send(one());
   await new Promise((r) => setTimeout(r, 5));
@@ -506,17 +512,9 @@ test('with a linger, a request waits that long after its first send for more (as
 });
 
 test('a task behind its input may linger BACKLOG_LINGER_MS; a caught-up task or a checkpoint cuts it short', async () => {
-  const requests: number[] = [];
-  const producer = {
-    sendBatch: async ({ topicMessages }: any) => {
-      requests.push(topicMessages.reduce((n: number, t: any) => n + t.messages.length, 0));
-      return [];
-    },
-    disconnect: async () => undefined,
-  };
+  const { requests, producer } = countingProducer();
   const behind = new Set(['in:0']);
   const p = new PlainProducer(producer as any, 0, (tps) => tps.some((t) => behind.has(t)));
-  const one = () => new Map([['out', [{ key: null, value: Buffer.from('x'), partition: 0 }]]]);
   let started = performance.now();
   const sends = [p.send(one(), ['in:0'])];
   await new Promise((r) => setTimeout(r, 20));
