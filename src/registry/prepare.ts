@@ -162,7 +162,7 @@ export async function prepareSchemas(
       inputWriters.set(src.topic, entry);
     }
   if (readers.size === 0) return { ...NONE, inputWriters };
-  const outage = new Outage(client.url, w8?.logger);
+  const outage = new Outage(w8?.logger);
   return {
     inputWriters,
     outage: () => outage.error,
@@ -211,10 +211,7 @@ class Outage {
   #tries = 0;
   #loggedAt = 0;
 
-  constructor(
-    readonly url: string,
-    readonly logger: Logger | undefined,
-  ) {}
+  constructor(readonly logger: Logger | undefined) {}
 
   /** A failure of a schema the registry is not serving, while any is (else undefined). */
   get error(): SchemaRegistryError | undefined {

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import type { ValueStateDescriptor } from '../../../src/api/state.js';
 import { App, json, type Serde, string, tumbling, valueState } from '../../../src/index.js';
 import type { RocksTaskState } from '../../../src/runtime/rocks-task-state.js';
 import { StateIoError } from '../../../src/state/errors.js';
@@ -182,6 +183,32 @@ test('a state value JSON cannot write should dead-letter the record that set it,
   await h.task.close({ checkpoint: false });
 });
 
+/** A job whose `keep` operator sets its one value state `name` to `toState(n)` for each `{ n }`, and emits n. */
+function keepApp<T>(
+  id: string,
+  name: string,
+  descriptor: ValueStateDescriptor<T>,
+  toState: (n: number) => T,
+) {
+  const state = { [name]: descriptor };
+  const app = new App({ id });
+  app
+    .stream('in', { key: string(), value: json<{ n: number }>() })
+    .byKey()
+    .process<number, typeof state>(
+      {
+        state,
+        onRecord(v, ctx) {
+          ctx.state[name]!.set(toState(v.n));
+          ctx.emit(v.n);
+        },
+      },
+      { name: 'keep' },
+    )
+    .to('out');
+  return app;
+}
+
 test('a state value its custom serde cannot write should fail the worker with the store named, not fail every checkpoint', async () => {
   // A custom serde writes at the checkpoint, where no record is left to dead-letter.
   const picky: Serde<number> = {
@@ -192,22 +219,7 @@ test('a state value its custom serde cannot write should fail the worker with th
     },
     deserialize: (b) => Number(b?.toString()),
   };
-  const state = { last: valueState<number>(picky) };
-  const app = new App({ id: 'unit-picky-state' });
-  app
-    .stream('in', { key: string(), value: json<{ n: number }>() })
-    .byKey()
-    .process<number, typeof state>(
-      {
-        state,
-        onRecord(v, ctx) {
-          ctx.state.last.set(v.n);
-          ctx.emit(v.n);
-        },
-      },
-      { name: 'keep' },
-    )
-    .to('out');
+  const app = keepApp('unit-picky-state', 'last', valueState<number>(picky), (n) => n);
   const h = await taskHarness(app);
   h.task.process('in', [h.rec('a', { n: 13 }, 1)], () => undefined);
   await assert.rejects(h.task.checkpoint(), (e: unknown) => {
@@ -223,22 +235,7 @@ test('a state value its custom serde cannot write should fail the worker with th
 });
 
 test('a state too large for its changelog topic should fail the worker with the store and the bound named', async () => {
-  const state = { kept: valueState<string>() };
-  const app = new App({ id: 'unit-big-state' });
-  app
-    .stream('in', { key: string(), value: json<{ n: number }>() })
-    .byKey()
-    .process<number, typeof state>(
-      {
-        state,
-        onRecord(v, ctx) {
-          ctx.state.kept.set('x'.repeat(v.n));
-          ctx.emit(v.n);
-        },
-      },
-      { name: 'keep' },
-    )
-    .to('out');
+  const app = keepApp('unit-big-state', 'kept', valueState<string>(), (n) => 'x'.repeat(n));
   const changelog = app.topology().stores[0]!.changelog;
   const h = await taskHarness(app, {}, { recordLimits: new Map([[changelog, 2000]]) });
   h.task.process('in', [h.rec('a', { n: 1000 }, 1)], () => undefined);
