@@ -89,6 +89,11 @@ test('a batch within a slice of the last release is processed at once', async ()
     await processInSlices(cheap('x'), batch('x'), () => true, hooks()); // waited for a release
     if (sinceTurn() >= SLICE_MS) continue;
     const y = processInSlices(cheap('y'), batch('y'), () => true, hooks());
+    // Held up between the check above and y's own (a shared machine): the clock passed a slice.
+    if (order.length === 1 && sinceTurn() >= SLICE_MS) {
+      await y;
+      continue;
+    }
     assert.deepEqual(order, ['x', 'y'], 'y ran synchronously: a slice was released less than a slice ago');
     assert.equal(await y, 2);
     break;
