@@ -230,9 +230,9 @@ export class TaskManager {
   /**
    * The worker's periodic tick, per task: processing-time timers and idleness moves, the
    * multi-input drain (`drain`, unless a checkpoint or an async stage is backlogged), and a
-   * checkpoint once one is due.
+   * checkpoint once one is `due` (commit-pacer.ts).
    */
-  tick(drain: (t: Task) => void): void {
+  tick(drain: (t: Task) => void, due: (t: Task) => boolean): void {
     for (const t of this.#tasks.values()) {
       try {
         t.tick();
@@ -240,7 +240,7 @@ export class TaskManager {
       } catch (e) {
         this.#d.taskFailed(t, e);
       }
-      if (t.state === 'running' && t.hasPending && t.checkpointDue) void this.checkpoint(t);
+      if (t.state === 'running' && t.hasPending && due(t)) void this.checkpoint(t);
     }
   }
 

@@ -245,9 +245,12 @@ export class Task {
     return p.dirtyRecords > 0 || p.collector.count > 0 || held || p.announceDue;
   }
 
-  /** A commit interval has passed since the last checkpoint started. */
+  /** Ms since the last checkpoint started (commit-pacer.ts), and whether a commit interval passed. */
+  get sinceCheckpoint(): number {
+    return Date.now() - this.#progress.lastCheckpoint;
+  }
   get checkpointDue(): boolean {
-    return Date.now() - this.#progress.lastCheckpoint >= this.#deps.config.processing.commitIntervalMs;
+    return this.sinceCheckpoint >= this.#deps.config.processing.commitIntervalMs;
   }
 
   /** A checkpoint in flight for a whole commit interval (a slow broker): batches wait meanwhile,
@@ -373,10 +376,7 @@ export class Task {
       try {
         await this.checkpoint();
       } catch (e) {
-        this.logger.warn(
-          { err: e },
-          'final checkpoint failed; the next owner continues from the previous one',
-        );
+        this.logger.warn({ err: e }, 'final checkpoint failed; the next owner resumes from the last one');
       }
     }
     this.#to('closed');

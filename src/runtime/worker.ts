@@ -19,6 +19,7 @@ import { prepareSchemas } from '../registry/prepare.js';
 import { StateIoError } from '../state/errors.js';
 import type { Topology } from '../topology/build.js';
 import { ChangelogWatch } from './changelog-watch.js';
+import { CommitPacer } from './commit-pacer.js';
 import { InputRateMeter } from './input-rate.js';
 import { type InputSyncs, workerSyncs } from './input-sync.js';
 import { workerTransactions } from './make-worker-transactions.js';
@@ -90,6 +91,7 @@ export class Worker {
   #purge: RepartitionPurge | undefined;
   /** Timestamp order across a task's inputs (input-sync.ts); none for one-input tasks. */
   readonly #syncs: InputSyncs;
+  readonly #pacer: CommitPacer;
 
   constructor(opts: WorkerOptions) {
     this.#opts = opts;
@@ -101,6 +103,7 @@ export class Worker {
     initWorkerMetrics(this.metrics, this.app.id, this.app.graph.nodes);
     this.#inputRate = new InputRateMeter(this.metrics, this.app.id);
     this.#syncs = workerSyncs(opts.config.processing, () => this.#consumer, this.#inputRate);
+    this.#pacer = new CommitPacer(opts.config.processing, this.lag);
     const clientId = `${opts.config.kafka.clientId}-${this.app.id}-${hostname()}-${process.pid}`;
     this.client = new KafkaClient({ ...opts.config.kafka, clientId }, this.logger);
     this.clientId = clientId;
@@ -199,10 +202,8 @@ export class Worker {
     if (this.#state !== 'created')
       throw new SluiceError('SLUICE_JOB_INVALID', `worker already ${this.#state}`);
     this.#state = 'starting';
-    this.logger.info(
-      { guarantee: this.config.processing.guarantee, brokers: this.config.kafka.brokers },
-      'worker starting',
-    );
+    const { processing, kafka } = this.config;
+    this.logger.info({ guarantee: processing.guarantee, brokers: kafka.brokers }, 'worker starting');
     this.logger.debug(this.topology.describe());
     validateOverload(this.topology, this.config.overload);
     const wait = { logger: this.logger, stopping: this.#stopping }; // a registry not serving
@@ -222,8 +223,8 @@ export class Worker {
       groupId: this.app.id,
       topics,
       readCommitted: true,
-      concurrency: this.config.processing.concurrency,
-      maxBytesPerPartition: this.config.processing.maxBytesPerPartition,
+      concurrency: processing.concurrency,
+      maxBytesPerPartition: processing.maxBytesPerPartition,
       layout: this.topology,
       memberInfo: () => ({ tasks: [...this.#manager.tasks.keys()], http: this.#opts.httpAddress?.() }),
       onMembers: (m) => void (this.#members = m),
@@ -247,8 +248,7 @@ export class Worker {
       onSkipped: (topic, partition, lastOffset, high) => this.#skipped(topic, partition, lastOffset, high),
       onFatal: (e) => this.#fail(e),
     });
-    const interval = Math.max(10, Math.floor(this.config.processing.commitIntervalMs / 2));
-    this.#timer = setInterval(() => this.#checkpointDue(), interval);
+    this.#timer = setInterval(() => this.#checkpointDue(), this.#pacer.tickMs);
     this.#timer.unref();
     this.#changelogs.start();
     this.#overload = new OverloadController({
@@ -268,7 +268,7 @@ export class Worker {
     this.addStatusSection('overload', () => this.#overload!.status());
     this.#purge = new RepartitionPurge({
       groupId: this.app.id,
-      intervalMs: this.config.processing.repartitionPurgeIntervalMs,
+      intervalMs: processing.repartitionPurgeIntervalMs,
       admin: () => this.client.admin(),
       topics: this.topology.repartitionTopics,
       tasks: () => this.#manager.tasks.values(),
@@ -306,7 +306,7 @@ export class Worker {
     const last = b.records[b.records.length - 1];
     // From the fetch's end, not the last record's: a trailing commit marker is no backlog.
     if (last) this.#setLag(b.topic, b.partition, b.highWatermark, b.fetchedTo ?? last.offset);
-    if (task.checkpointDue) void this.#manager.checkpoint(task); // not awaited: see checkpointBacklogged
+    if (this.#pacer.due(task)) void this.#manager.checkpoint(task); // not awaited: see checkpointBacklogged
   }
 
   /** A batch not processed (markers only, or waiting on the registry): its position stays. */
@@ -324,7 +324,8 @@ export class Worker {
 
   #checkpointDue(): void {
     this.#inputRate.tick();
-    this.#manager.tick((t) => this.#syncs.drain(t, Date.now()));
+    this.#pacer.tick();
+    this.#manager.tick((t) => this.#syncs.drain(t, Date.now()), this.#pacer.due);
   }
 
   /** The `fail` policy fails the worker; a fault of Sluice or the machine resets the task. */

@@ -163,7 +163,10 @@ test('once the worker failed (the fail policy) no checkpoint should commit: not 
   await m.processBatch(task, batchOf(20, []), () => true);
   assert.ok(task.hasPending && task.checkpointDue, 'work is pending and a checkpoint is due');
   await m.checkpoint(task);
-  m.tick(() => undefined);
+  m.tick(
+    () => undefined,
+    (t) => t.checkpointDue,
+  );
   await m.beforeRejoin();
   await new Promise((r) => setTimeout(r, 20));
   assert.deepEqual(commits, ['10'], 'nothing commits after the failure');
