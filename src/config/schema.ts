@@ -164,12 +164,13 @@ const processing = z
     commitIntervalMs: z.number().int().min(1).max(600_000).default(100),
     /**
      * Exactly-once with `transactions: worker`: a worker with time to spare commits sooner than
-     * `commitIntervalMs` (never more often than this), so that outputs become visible sooner at low
-     * and moderate load. A task whose input is caught up checkpoints once the interval × the event
-     * loop's busy share has passed (commit-pacer.ts); a saturated or lagging worker commits on the
-     * interval only. At or above `commitIntervalMs`: on the interval only, as Kafka Streams.
+     * `commitIntervalMs` (never more often than this, nor a fifth of the interval), so that outputs
+     * become visible sooner at low and moderate load. A worker whose input is caught up checkpoints
+     * once the interval × its event loop's busy share has passed (commit-pacer.ts); a saturated or
+     * lagging one on the interval only. At or above `commitIntervalMs`: on the interval only, as
+     * Kafka Streams.
      */
-    minCommitIntervalMs: z.number().int().min(0).max(600_000).default(20),
+    minCommitIntervalMs: z.number().int().min(1).max(600_000).default(20),
     /** Partitions processed concurrently by one worker (kafkajs partitionsConsumedConcurrently). */
     concurrency: z.number().int().min(1).max(256).default(8),
     /** Records read per partition per fetch, at most (bytes). */

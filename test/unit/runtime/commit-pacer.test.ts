@@ -6,11 +6,7 @@ import { CommitPacer } from '../../../src/runtime/commit-pacer.js';
 const processing = (p: Record<string, unknown> = {}) =>
   configSchema.parse({ kafka: { brokers: ['127.0.0.1:9092'] }, processing: p }).processing;
 
-const task = (sinceCheckpoint: number, partition = 0) => ({
-  inputTopics: ['in', 'other'],
-  partition,
-  sinceCheckpoint,
-});
+const task = (sinceCheckpoint: number) => ({ sinceCheckpoint });
 
 /** The event loop idle (waiting on a timer) or busy (spinning) for `ms`, then the pacer's tick; `n` times. */
 async function ticks(pacer: CommitPacer, mode: 'idle' | 'busy', n = 6, ms = 30): Promise<void> {
@@ -21,33 +17,34 @@ async function ticks(pacer: CommitPacer, mode: 'idle' | 'busy', n = 6, ms = 30):
   }
 }
 
-test('CommitPacer: a commit interval since the last checkpoint is always due, caught up or not', () => {
-  const lag = new Map([['in:0', 500]]);
-  const pacer = new CommitPacer(processing(), lag);
+test('CommitPacer: a commit interval since the last checkpoint is always due; before any tick, only that', () => {
+  const pacer = new CommitPacer(processing(), new Map());
   assert.equal(pacer.due(task(100)), true);
-  assert.equal(pacer.due(task(99)), false, 'busy share 1 until measured: the interval');
+  assert.equal(pacer.due(task(99)), false, 'caught up, but the busy share is 1 until measured');
   assert.equal(pacer.spacing, 100);
+  const behind = new CommitPacer(processing(), new Map([['in:0', 500]]));
+  assert.equal(behind.due(task(100)), true, 'behind: the interval still');
 });
 
-test('CommitPacer: an idle exactly-once worker commits a caught-up task after minCommitIntervalMs, not one behind', async () => {
+test('CommitPacer: an idle exactly-once worker commits early, spaced worker-wide, unless a partition is behind', async () => {
   const lag = new Map([
     ['in:0', 0],
     ['other:0', 0],
     ['in:1', 0],
-    ['other:1', 3],
   ]);
   const pacer = new CommitPacer(processing(), lag);
   await ticks(pacer, 'idle');
   assert.ok(pacer.spacing < 40, `spacing ${pacer.spacing} near the 20 ms minimum when idle`);
   assert.ok(pacer.spacing >= 20, 'never under processing.minCommitIntervalMs');
-  assert.equal(pacer.due(task(45, 0)), true, 'caught up on both inputs: due early');
-  assert.equal(pacer.due(task(45, 1)), false, 'one input behind: the interval');
-  assert.equal(pacer.due(task(10, 0)), false, 'under the minimum: not yet');
-  assert.equal(
-    pacer.due({ inputTopics: ['unseen'], partition: 0, sinceCheckpoint: 45 }),
-    true,
-    'no lag known: nothing behind',
-  );
+  assert.equal(pacer.due(task(10)), false, 'under the spacing: not yet');
+  assert.equal(pacer.due(task(45)), true, 'every partition caught up: due early');
+  assert.equal(pacer.due(task(45)), false, "another task right after: the worker's last early commit counts");
+  assert.equal(pacer.due(task(100)), true, 'the interval is always due');
+  await new Promise((r) => setTimeout(r, 45));
+  lag.set('other:1', 3);
+  assert.equal(pacer.due(task(45)), false, 'one partition of the worker behind: the interval');
+  lag.set('other:1', 0);
+  assert.equal(pacer.due(task(45)), true);
 });
 
 test('CommitPacer: a busy worker goes back to the interval', async () => {
@@ -57,6 +54,14 @@ test('CommitPacer: a busy worker goes back to the interval', async () => {
   await ticks(pacer, 'busy', 10);
   assert.ok(pacer.spacing > 90, `spacing ${pacer.spacing} back near the interval when saturated`);
   assert.equal(pacer.due(task(60)), false);
+});
+
+test('CommitPacer: never sooner than a fifth of a long interval', async () => {
+  const pacer = new CommitPacer(processing({ commitIntervalMs: 30_000 }), new Map());
+  await ticks(pacer, 'idle');
+  assert.equal(pacer.spacing, 6_000);
+  assert.equal(pacer.due(task(5_999)), false);
+  assert.equal(pacer.due(task(6_000)), true);
 });
 
 test('CommitPacer: at-least-once, a transaction per task, or minCommitIntervalMs at the interval: the interval only', async () => {
@@ -80,5 +85,5 @@ test('CommitPacer: at-least-once, a transaction per task, or minCommitIntervalMs
 
 test('processing.minCommitIntervalMs defaults to 20 and is checked at start', () => {
   assert.equal(processing().minCommitIntervalMs, 20);
-  assert.throws(() => processing({ minCommitIntervalMs: -1 }));
+  assert.throws(() => processing({ minCommitIntervalMs: 0 }));
 });
