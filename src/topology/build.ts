@@ -77,6 +77,8 @@ export function buildTopology(appId: string, nodes: readonly GraphNode[]): Topol
   const storeList: Array<StoreSpec & { changelog: string; subtopology: number }> = [];
   const storeNames = new Set<string>();
   const sinkOwner = new Map<string, number>();
+  // Every problem of the definition, reported together (a fix-and-retry per problem is slow).
+  const problems: string[] = [];
   for (const group of [...groups.values()].sort((a, b) => a[0]!.id - b[0]!.id)) {
     const id = subtopologies.length;
     const sources = new Map<string, GraphNode>();
@@ -85,9 +87,9 @@ export function buildTopology(appId: string, nodes: readonly GraphNode[]): Topol
     for (const n of group) {
       if (n.spec.kind === 'source') {
         for (const t of n.spec.topics) {
-          if (subOfTopic.has(t))
-            throw new TopologyError(`topic ${t} is read by two streams; read it once and branch`);
-          subOfTopic.set(t, id);
+          // The second reader still counts as its chain's source (no "no source" besides).
+          if (subOfTopic.has(t)) problems.push(`topic ${t} is read by two streams; read it once and branch`);
+          else subOfTopic.set(t, id);
           sources.set(t, n);
         }
       } else if (n.spec.kind === 'sink') {
@@ -97,14 +99,17 @@ export function buildTopology(appId: string, nodes: readonly GraphNode[]): Topol
         if (n.spec.topic !== undefined) sinkTopics.push(n.spec.topic);
       } else {
         for (const s of storesOfNode(n)) {
-          if (storeNames.has(s.name)) throw new TopologyError(`duplicate store name ${s.name}`);
+          if (storeNames.has(s.name)) {
+            problems.push(`duplicate store name ${s.name}`);
+            continue;
+          }
           storeNames.add(s.name);
           stores.push(s);
           storeList.push({ ...s, changelog: changelogTopic(appId, s.name), subtopology: id });
         }
       }
     }
-    if (sources.size === 0) throw new TopologyError('an operator chain has no source');
+    if (sources.size === 0) problems.push('an operator chain has no source');
     subtopologies.push({ id, sourceTopics: [...sources.keys()], sources, nodes: group, stores, sinkTopics });
   }
   const repartitionTopics = new Map<string, { readsFrom: number; writtenBy: number }>();
@@ -118,9 +123,14 @@ export function buildTopology(appId: string, nodes: readonly GraphNode[]): Topol
   for (const s of subtopologies) {
     for (const t of s.sinkTopics) {
       if (subOfTopic.get(t) === s.id)
-        throw new TopologyError(`sub-topology ${s.id} writes ${t}, which it also reads (a cycle)`);
+        problems.push(`sub-topology ${s.id} writes ${t}, which it also reads (a cycle)`);
     }
   }
+  if (problems.length === 1) throw new TopologyError(problems[0]!);
+  if (problems.length > 1)
+    throw new TopologyError(
+      `the job's topology has ${problems.length} problems:\n${problems.map((m) => `  - ${m}`).join('\n')}`,
+    );
   const warnings: string[] = [];
   for (const n of nodes) {
     if (!n.generatedName) continue;
