@@ -110,9 +110,17 @@ export class SchemaRegistryError extends SluiceError {
   readonly registryCode: number | undefined;
   /** No answer: refused, reset, timed out (not a mistake of the job's or its configuration). */
   readonly unreachable: boolean;
+  /** How long the registry asked to be left alone (its `Retry-After`, on a 429 or 503), in ms. */
+  readonly retryAfterMs: number | undefined;
   constructor(
     message: string,
-    opts: { status?: number; registryCode?: number; cause?: unknown; unreachable?: boolean } = {},
+    opts: {
+      status?: number;
+      registryCode?: number;
+      cause?: unknown;
+      unreachable?: boolean;
+      retryAfterMs?: number | undefined;
+    } = {},
   ) {
     const s = opts.status;
     const retriable = opts.unreachable === true || (s !== undefined && (s >= 500 || s === 408 || s === 429));
@@ -120,6 +128,7 @@ export class SchemaRegistryError extends SluiceError {
     this.status = s;
     this.registryCode = opts.registryCode;
     this.unreachable = opts.unreachable === true;
+    this.retryAfterMs = opts.retryAfterMs;
   }
 }
 

@@ -56,6 +56,20 @@ export function notTheRecords(e: unknown): e is SchemaRegistryError {
 }
 
 /**
+ * An HTTP `Retry-After` (RFC 9110: whole seconds, or an HTTP date) as ms from `now`; undefined when
+ * absent or unreadable, 0 for a date already past.
+ */
+export function retryAfterMs(header: string | null, now: number): number | undefined {
+  if (header === null) return undefined;
+  const h = header.trim();
+  if (/^\d+$/.test(h)) return Number(h) * 1000;
+  // An HTTP date names its day and month (Date.parse alone takes "-1" as a year).
+  if (!/[a-z]{3}/i.test(h)) return undefined;
+  const at = Date.parse(h);
+  return Number.isNaN(at) ? undefined : Math.max(0, at - now);
+}
+
+/**
  * A small client of the Confluent Schema Registry REST API (also served by Apicurio Registry under
  * `/apis/ccompat/v7`, Redpanda and Karapace): fetch a schema by id, register a schema under a
  * subject, look one up. Schemas by id are cached for good (an id never changes its schema); the
@@ -213,7 +227,11 @@ export class RegistryClient {
               : '';
       throw new SchemaRegistryError(
         `schema registry ${this.url} answered ${res.status} to ${what}${hint}: ${msg}`,
-        { status: res.status, registryCode: typeof j.error_code === 'number' ? j.error_code : undefined },
+        {
+          status: res.status,
+          registryCode: typeof j.error_code === 'number' ? j.error_code : undefined,
+          retryAfterMs: retryAfterMs(res.headers.get('retry-after'), Date.now()),
+        },
       );
     }
     if (json === undefined || typeof json !== 'object' || json === null)

@@ -67,6 +67,11 @@ export interface RegistryWait {
 /** A batch that waits on the registry tries again after this, doubling up to {@link OUTAGE_BACKOFF_MAX_MS}. */
 export const OUTAGE_BACKOFF_MS = 200;
 export const OUTAGE_BACKOFF_MAX_MS = 5_000;
+/**
+ * A registry's `Retry-After` (429, 503) is kept up to this long; past it the batch asks again
+ * anyway (a registry that asked for an hour may be back sooner, and the worker checks).
+ */
+export const RETRY_AFTER_MAX_MS = 60_000;
 /** A failing schema no batch asked for again for this long is forgotten (its partition moved). */
 const OUTAGE_FORGET_MS = 60_000;
 /** While the registry stays down, its warning is logged again this often. */
@@ -254,7 +259,9 @@ class Outage {
         'the schema registry is not serving a schema these records need: their partitions wait for it (no record is dead-lettered for an outage)',
       );
     }
-    const delay = Math.min(OUTAGE_BACKOFF_MAX_MS, OUTAGE_BACKOFF_MS * 2 ** Math.min(this.#tries - 1, 10));
+    const backoff = Math.min(OUTAGE_BACKOFF_MAX_MS, OUTAGE_BACKOFF_MS * 2 ** Math.min(this.#tries - 1, 10));
+    // The registry said when to come back (Retry-After): not sooner.
+    const delay = Math.max(backoff, Math.min(e.retryAfterMs ?? 0, RETRY_AFTER_MAX_MS));
     const until = Date.now() + delay;
     while (!stopping() && Date.now() < until) await sleep(Math.min(100, until - Date.now()));
   }

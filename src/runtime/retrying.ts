@@ -1,9 +1,10 @@
 import type { Logger } from '../ops/logger.js';
 
 /**
- * Runs `fn` until it succeeds, with backoff (500 ms doubling, at most 10 s), logging each failure
- * as "cannot <what> yet; retrying". Gives up (rethrows) on an error that is not `retriable`, or
- * once `stopping()` says the caller is going away.
+ * Runs `fn` until it succeeds, with backoff (500 ms doubling, at most 10 s; longer when the error
+ * carries a `retryAfterMs`, a server's Retry-After, kept up to 60 s), logging each failure as
+ * "cannot <what> yet; retrying". Gives up (rethrows) on an error that is not `retriable`, or once
+ * `stopping()` says the caller is going away.
  */
 export async function retrying<T>(
   logger: Logger,
@@ -17,8 +18,10 @@ export async function retrying<T>(
       return await fn();
     } catch (e) {
       if (!(opts.retriable?.(e) ?? true) || opts.stopping()) throw e;
-      logger.warn({ err: e, attempt, retryInMs: delay }, `cannot ${what} yet; retrying`);
-      await new Promise((r) => setTimeout(r, delay));
+      const asked = (e as { retryAfterMs?: unknown } | null)?.retryAfterMs;
+      const wait = typeof asked === 'number' ? Math.max(delay, Math.min(asked, 60_000)) : delay;
+      logger.warn({ err: e, attempt, retryInMs: wait }, `cannot ${what} yet; retrying`);
+      await new Promise((r) => setTimeout(r, wait));
       delay = Math.min(delay * 2, 10_000);
     }
   }

@@ -6,7 +6,12 @@ import { loadConfig } from '../../../src/config/load.js';
 import { ConfigError, SchemaRegistryError } from '../../../src/errors.js';
 import { App } from '../../../src/index.js';
 import type { InRecord } from '../../../src/kafka/types.js';
-import { notTheRecords, RegistryClient, registryUnavailable } from '../../../src/registry/client.js';
+import {
+  notTheRecords,
+  RegistryClient,
+  registryUnavailable,
+  retryAfterMs,
+} from '../../../src/registry/client.js';
 import { prepareSchemas } from '../../../src/registry/prepare.js';
 import { avro } from '../../../src/registry/serdes.js';
 
@@ -206,4 +211,55 @@ test('an answer without a schema, or not JSON, should be the registry not servin
   t.after(() => new Promise<void>((r) => html.close(() => r())));
   const page = new RegistryClient({ url: `http://127.0.0.1:${(html.address() as AddressInfo).port}` });
   await assert.rejects(page.schemaById(1), (e: unknown) => registryUnavailable(e));
+});
+
+test("a registry's Retry-After should be read (seconds or a date) and waited out, at start and before a batch", async (t) => {
+  const now = Date.parse('2026-12-07T12:00:00Z');
+  assert.equal(retryAfterMs(null, now), undefined);
+  assert.equal(retryAfterMs('3', now), 3000);
+  assert.equal(retryAfterMs(' 0 ', now), 0);
+  assert.equal(retryAfterMs('Mon, 07 Dec 2026 12:00:02 GMT', now), 2000);
+  assert.equal(retryAfterMs('Mon, 07 Dec 2026 11:00:00 GMT', now), 0, 'a date already past');
+  assert.equal(retryAfterMs('soon', now), undefined);
+  assert.equal(retryAfterMs('-1', now), undefined);
+  // /subjects: one 503 asking for 1 s (the start's own first backoff is 500 ms); id 1: one 429
+  // asking for 1 s (a batch's first backoff is 200 ms), then the schema.
+  let subjects = 1;
+  let id1 = 1;
+  const s = createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      if (req.url === '/base/subjects' && subjects-- > 0)
+        res.writeHead(503, { 'retry-after': '1' }).end('{"message":"warming up"}');
+      else if (req.url === '/base/subjects') res.writeHead(200).end('[]');
+      else if (req.url === '/base/schemas/ids/1' && id1-- > 0)
+        res.writeHead(429, { 'retry-after': '1' }).end('{"message":"slow down"}');
+      else res.writeHead(200).end('{"schema":"\\"string\\""}');
+    });
+  });
+  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
+  t.after(() => new Promise<void>((r) => s.close(() => r())));
+  const url = `http://127.0.0.1:${(s.address() as AddressInfo).port}/base/`;
+  const app = new App({ id: 'retry-after' });
+  const serde = avro<string>();
+  app.stream('in', { value: serde });
+  const cfg = { schemaRegistry: { url, auth: {}, autoRegister: true, timeoutMs: 2000 } };
+  const logger = { warn: () => {}, info: () => {} } as never;
+  const t0 = Date.now();
+  const prefetch = await prepareSchemas(app.topology(), cfg, { wait: { logger, stopping: () => false } });
+  assert.ok(Date.now() - t0 >= 950, `start waited the 1 s asked for (${Date.now() - t0} ms)`);
+  const rec = { key: null, value: Buffer.from([0, 0, 0, 0, 1, 2, 0x61]), offset: '0' } as unknown as InRecord;
+  let ran = 0;
+  const then = async () => {
+    ran++;
+  };
+  let why: SchemaRegistryError | undefined;
+  const t1 = Date.now();
+  await prefetch.before('in', [rec], then, { waiting: (e) => (why = e) });
+  assert.equal(ran, 0, 'not processed on the 429');
+  assert.equal(why?.status, 429);
+  assert.equal(why?.retryAfterMs, 1000);
+  assert.ok(Date.now() - t1 >= 950, `the batch waited the 1 s asked for (${Date.now() - t1} ms)`);
+  await prefetch.before('in', [rec], then);
+  assert.equal(ran, 1, 'processed once served');
 });
