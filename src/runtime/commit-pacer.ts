@@ -65,7 +65,7 @@ export class CommitPacer {
     if (!this.#early) return false;
     const spacing = this.spacing;
     const now = Date.now();
-    if (since < spacing || now - this.#lastEarly < spacing || !this.caughtUp()) return false;
+    if (since < spacing || now - this.#lastEarly < spacing || !this.#caughtUp()) return false;
     this.#lastEarly = now;
     return true;
   };
@@ -74,7 +74,7 @@ export class CommitPacer {
    * Every input partition of the worker was read to its end at its last fetch (one transaction
    * commits all of its tasks, so one task behind keeps them all on the interval).
    */
-  caughtUp(): boolean {
+  #caughtUp(): boolean {
     for (const lag of this.#lag.values()) if (lag > 0) return false;
     return true;
   }
