@@ -52,6 +52,8 @@ export interface RunSpec {
   /** The record cache bound of both systems: Kafka Streams' statestore.cache.max.bytes, Sluice's
    * state.recordCacheMaxBytes (0 = no record cache, every update emitted) */
   ksCacheBytes?: number;
+  /** Kafka Streams only: its stream threads (num.stream.threads; default 1, bench/scaling.ts sets more) */
+  ksThreads?: number;
   /** Sluice only: another checkout's root (its bin/sluice.js and dist/bench/jobs; bench/cpu.ts --base) */
   sluiceRoot?: string;
   /** Sluice only: node options before the script (e.g. --cpu-prof) */
@@ -105,6 +107,7 @@ export async function startProc(s: RunSpec): Promise<Proc> {
     BENCH_SESSION_TIMEOUT_MS: String(SESSION_TIMEOUT_MS),
     BENCH_RECORDS: String(s.records ?? 0),
     BENCH_KS_CACHE_BYTES: String(s.ksCacheBytes ?? 0),
+    BENCH_KS_THREADS: String(s.ksThreads ?? 1),
     ...s.ceiling?.env,
   });
   let cmd: string;

@@ -129,8 +129,8 @@ public final class BenchApp {
           default -> throw new IllegalArgumentException("BENCH_GUARANTEE: " + guarantee);
         });
     p.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, Integer.parseInt(env("BENCH_COMMIT_INTERVAL_MS", "100")));
-    // One stream thread: Sluice's worker is one Node.js thread too.
-    p.put(StreamsConfig.NUM_STREAM_THREADS_CONFIG, 1);
+    // One stream thread: Sluice's worker is one Node.js thread too (bench/scaling.ts sets more).
+    p.put(StreamsConfig.NUM_STREAM_THREADS_CONFIG, Integer.parseInt(env("BENCH_KS_THREADS", "1")));
     long cacheBytes = Long.parseLong(env("BENCH_KS_CACHE_BYTES", "0"));
     p.put(StreamsConfig.STATESTORE_CACHE_MAX_BYTES_CONFIG, cacheBytes);
     p.put(StreamsConfig.DEFAULT_KEY_SERDE_CLASS_CONFIG, Serdes.StringSerde.class);
