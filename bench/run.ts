@@ -1,7 +1,7 @@
 /**
  * Sluice side by side with Kafka Streams, on one broker and one machine (issues 7, 14).
  *
- *   npm run bench                 # every workload, 1,000,000 records per run
+ *   npm run bench                 # every workload, 4,000,000 records per run
  *   npm run bench -- --quick      # smoke run: 100,000 records, a few workloads
  *   npm run bench -- --only ceiling,running-sum,count-1e4-uniform   # these only
  *   npm run bench -- --only recovery --recovery-keys 100000          # the recovery test only
@@ -12,7 +12,7 @@
  * starts a local Kafka 4.4.0 on --kafka-port (default 19494, and 19495 for its controller) and stops it at the end.
  *
  * For every workload, system and guarantee, one fresh process on fresh topics (4 partitions):
- *  1. N records (--records, default 1,000,000) are produced before the process starts
+ *  1. N records (--records, default 4,000,000) are produced before the process starts
  *     (deterministic, bench/workloads.ts).
  *  2. Equal work: both systems write the same outputs. The record caches of both (Kafka Streams'
  *     statestore.cache.max.bytes, Sluice's state.recordCacheMaxBytes) get the same bound, 0 (every
@@ -75,7 +75,9 @@ function parseOptions(argv: string[]): Options {
   const quick = argv.includes('--quick');
   const o: Options = {
     quick,
-    records: quick ? 100_000 : 1_000_000,
+    // 4M: at 1M Kafka Streams' fastest runs (stateless, ~3 s) were mostly its JIT warming up, and it
+    // ran 1.2-1.6x faster once warm (bench/results/scaling-2026-12-07.md).
+    records: quick ? 100_000 : 4_000_000,
     partitions: 4,
     recoveryKeys: quick ? 100_000 : 1_000_000,
     recovery: !quick,
