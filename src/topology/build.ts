@@ -109,7 +109,8 @@ export function buildTopology(appId: string, nodes: readonly GraphNode[]): Topol
         }
       }
     }
-    if (sources.size === 0) problems.push('an operator chain has no source');
+    if (sources.size === 0)
+      problems.push(`an operator chain has no source (its first operator: ${group[0]!.name})`);
     subtopologies.push({ id, sourceTopics: [...sources.keys()], sources, nodes: group, stores, sinkTopics });
   }
   const repartitionTopics = new Map<string, { readsFrom: number; writtenBy: number }>();
@@ -122,14 +123,14 @@ export function buildTopology(appId: string, nodes: readonly GraphNode[]): Topol
   }
   for (const s of subtopologies) {
     for (const t of s.sinkTopics) {
-      if (subOfTopic.get(t) === s.id)
-        problems.push(`sub-topology ${s.id} writes ${t}, which it also reads (a cycle)`);
+      if (s.sources.has(t)) problems.push(`sub-topology ${s.id} writes ${t}, which it also reads (a cycle)`);
     }
   }
-  if (problems.length === 1) throw new TopologyError(problems[0]!);
-  if (problems.length > 1)
+  const distinct = [...new Set(problems)]; // three readers of one topic: one line
+  if (distinct.length === 1) throw new TopologyError(distinct[0]!);
+  if (distinct.length > 1)
     throw new TopologyError(
-      `the job's topology has ${problems.length} problems:\n${problems.map((m) => `  - ${m}`).join('\n')}`,
+      `the job's topology has ${distinct.length} problems:\n${distinct.map((m) => `  - ${m}`).join('\n')}`,
     );
   const warnings: string[] = [];
   for (const n of nodes) {

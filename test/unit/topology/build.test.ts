@@ -58,6 +58,23 @@ test('a job with several topology problems should fail with every one listed', (
   );
 });
 
+test('a topic read by several streams should be one problem, and a cycle in its second reader another', () => {
+  const app = new App({ id: 'readers' });
+  app.stream('c', serdes).to('x', serdes);
+  app.stream('c', serdes).to('c', serdes);
+  app.stream('c', serdes).to('y', serdes);
+  assert.throws(
+    () => app.topology(),
+    (e: unknown) => {
+      assert.ok(e instanceof TopologyError);
+      assert.match(e.message, /^the job's topology has 2 problems:/);
+      assert.equal(e.message.match(/read by two streams/g)?.length, 1);
+      assert.match(e.message, /writes c, which it also reads \(a cycle\)/);
+      return true;
+    },
+  );
+});
+
 test('a job without problems should build', () => {
   const app = new App({ id: 'fine' });
   summing(app, 'a', 'sum-a', 'out-a');
