@@ -110,7 +110,10 @@ export class SchemaRegistryError extends SluiceError {
   readonly registryCode: number | undefined;
   /** No answer: refused, reset, timed out (not a mistake of the job's or its configuration). */
   readonly unreachable: boolean;
-  /** How long the registry asked to be left alone (its `Retry-After`, on a 429 or 503), in ms. */
+  /**
+   * How long the registry asked to be left alone (its `Retry-After` on an error answer, in ms);
+   * waited out when the error is {@link SluiceError.retriable} (429, 503 and the other 5xx).
+   */
   readonly retryAfterMs: number | undefined;
   constructor(
     message: string,

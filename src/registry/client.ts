@@ -55,17 +55,22 @@ export function notTheRecords(e: unknown): e is SchemaRegistryError {
   return e.status === 401 || e.status === 403 || (e.status === 404 && e.registryCode === undefined);
 }
 
+/** RFC 9110's three HTTP-date forms: IMF-fixdate, the obsolete RFC 850 one and asctime (GMT). */
+const IMF_FIXDATE = /^[A-Z][a-z]{2}, \d{2} [A-Z][a-z]{2} \d{4} \d{2}:\d{2}:\d{2} GMT$/;
+const RFC850_DATE = /^[A-Z][a-z]+, \d{2}-[A-Z][a-z]{2}-\d{2} \d{2}:\d{2}:\d{2} GMT$/;
+const ASCTIME_DATE = /^[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2} \d{4}$/;
+
 /**
  * An HTTP `Retry-After` (RFC 9110: whole seconds, or an HTTP date) as ms from `now`; undefined when
- * absent or unreadable, 0 for a date already past.
+ * absent or not one of those forms, 0 for a date already past.
  */
 export function retryAfterMs(header: string | null, now: number): number | undefined {
   if (header === null) return undefined;
   const h = header.trim();
-  if (/^\d+$/.test(h)) return Number(h) * 1000;
-  // An HTTP date names its day and month (Date.parse alone takes "-1" as a year).
-  if (!/[a-z]{3}/i.test(h)) return undefined;
-  const at = Date.parse(h);
+  if (/^\d{1,9}$/.test(h)) return Number(h) * 1000;
+  let at = Number.NaN;
+  if (IMF_FIXDATE.test(h) || RFC850_DATE.test(h)) at = Date.parse(h);
+  else if (ASCTIME_DATE.test(h)) at = Date.parse(`${h} GMT`); // asctime has no zone: GMT by definition
   return Number.isNaN(at) ? undefined : Math.max(0, at - now);
 }
 

@@ -4,7 +4,7 @@ import type { SluiceConfig } from '../config/schema.js';
 import { type SchemaRegistryError, SluiceError, TopologyError } from '../errors.js';
 import type { InRecord } from '../kafka/types.js';
 import type { Logger } from '../ops/logger.js';
-import { retrying } from '../runtime/retrying.js';
+import { RETRY_AFTER_MAX_MS, retrying } from '../runtime/retrying.js';
 import type { Topology } from '../topology/build.js';
 import { RegistryClient, registryUnavailable } from './client.js';
 import { isRegistrySerde, REGISTRY, type RegistryBinding, type RegistrySerde } from './serdes.js';
@@ -67,11 +67,7 @@ export interface RegistryWait {
 /** A batch that waits on the registry tries again after this, doubling up to {@link OUTAGE_BACKOFF_MAX_MS}. */
 export const OUTAGE_BACKOFF_MS = 200;
 export const OUTAGE_BACKOFF_MAX_MS = 5_000;
-/**
- * A registry's `Retry-After` (429, 503) is kept up to this long; past it the batch asks again
- * anyway (a registry that asked for an hour may be back sooner, and the worker checks).
- */
-export const RETRY_AFTER_MAX_MS = 60_000;
+
 /** A failing schema no batch asked for again for this long is forgotten (its partition moved). */
 const OUTAGE_FORGET_MS = 60_000;
 /** While the registry stays down, its warning is logged again this often. */
@@ -175,27 +171,31 @@ export async function prepareSchemas(
       const list = readers.get(topic);
       if (list === undefined) return then();
       const now = Date.now();
-      let loads: Array<Promise<SchemaRegistryError | undefined>> | undefined;
-      let asked: string[] | undefined;
+      let missing: Array<{ k: string; load: () => Promise<SchemaRegistryError | undefined> }> | undefined;
       for (const r of records) {
         for (const { binding, isKey } of list) {
           const id = binding.missing(isKey ? r.key : r.value, now);
           if (id === undefined) continue;
-          asked ??= [];
           const k = `${binding.format}:${id}:${isKey}`;
-          if (asked.includes(k)) continue;
-          asked.push(k);
-          (loads ??= []).push(binding.load(id));
+          if (missing?.some((m) => m.k === k)) continue;
+          (missing ??= []).push({ k, load: () => binding.load(id) });
         }
       }
-      if (loads === undefined) return then();
+      if (missing === undefined) return then();
       const stopping = opts.stopping ?? (() => false);
       if (stopping()) return Promise.resolve(); // dropped by the worker anyway: no request
-      return Promise.all(loads).then((results) => {
+      // The registry asked to be left alone until then (Retry-After): the batch waits unasked.
+      const held = outage.heldError(now);
+      if (held !== undefined) {
+        opts.waiting?.(held);
+        return opts.backoff === false ? Promise.resolve() : outage.wait(held, topic, stopping);
+      }
+      const asked = missing.map((m) => m.k);
+      return Promise.all(missing.map((m) => m.load())).then((results) => {
         let down: SchemaRegistryError | undefined;
         // Failures first: a schema served beside one that is not does not end the outage.
-        for (const [i, e] of results.entries()) if (e) outage.failed(asked![i]!, (down = e));
-        for (const [i, e] of results.entries()) if (!e) outage.loaded(asked![i]!);
+        for (const [i, e] of results.entries()) if (e) outage.failed(asked[i]!, (down = e));
+        for (const [i, e] of results.entries()) if (!e) outage.loaded(asked[i]!);
         if (down === undefined) return then();
         opts.waiting?.(down);
         return opts.backoff === false ? undefined : outage.wait(down, topic, stopping);
@@ -215,6 +215,13 @@ class Outage {
   #since = 0;
   #tries = 0;
   #loggedAt = 0;
+  /**
+   * No schema is asked for before this time: the latest Retry-After of a failure (absolute ms,
+   * kept up to {@link RETRY_AFTER_MAX_MS}). A batch's own wait stays within
+   * {@link OUTAGE_BACKOFF_MAX_MS} meanwhile, so that the consumer still takes part in rebalances;
+   * its partition is fetched again and waits on, unasked.
+   */
+  #askAfter = 0;
 
   constructor(readonly logger: Logger | undefined) {}
 
@@ -230,6 +237,13 @@ class Outage {
     this.#forget(now);
     if (this.#failing.size === 0) this.#since = now;
     this.#failing.set(key, { e, at: now });
+    if (e.retryAfterMs !== undefined)
+      this.#askAfter = Math.max(this.#askAfter, now + Math.min(e.retryAfterMs, RETRY_AFTER_MAX_MS));
+  }
+
+  /** While a Retry-After holds (and the outage lasts): why the batch waits without asking. */
+  heldError(now: number): SchemaRegistryError | undefined {
+    return now < this.#askAfter ? this.error : undefined;
   }
 
   loaded(key: string): void {
@@ -247,6 +261,7 @@ class Outage {
   #reset(): void {
     this.#tries = 0;
     this.#loggedAt = 0;
+    this.#askAfter = 0;
   }
 
   async wait(e: SchemaRegistryError, topic: string, stopping: () => boolean): Promise<void> {
@@ -260,8 +275,9 @@ class Outage {
       );
     }
     const backoff = Math.min(OUTAGE_BACKOFF_MAX_MS, OUTAGE_BACKOFF_MS * 2 ** Math.min(this.#tries - 1, 10));
-    // The registry said when to come back (Retry-After): not sooner.
-    const delay = Math.max(backoff, Math.min(e.retryAfterMs ?? 0, RETRY_AFTER_MAX_MS));
+    // Until the registry's Retry-After, but never past the longest backoff: the consumer must get
+    // back to its group (a rebalance waits for every batch handler); the next try is held unasked.
+    const delay = Math.min(OUTAGE_BACKOFF_MAX_MS, Math.max(backoff, this.#askAfter - now));
     const until = Date.now() + delay;
     while (!stopping() && Date.now() < until) await sleep(Math.min(100, until - Date.now()));
   }

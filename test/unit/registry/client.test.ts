@@ -220,8 +220,13 @@ test("a registry's Retry-After should be read (seconds or a date) and waited out
   assert.equal(retryAfterMs(' 0 ', now), 0);
   assert.equal(retryAfterMs('Mon, 07 Dec 2026 12:00:02 GMT', now), 2000);
   assert.equal(retryAfterMs('Mon, 07 Dec 2026 11:00:00 GMT', now), 0, 'a date already past');
+  assert.equal(retryAfterMs('Monday, 07-Dec-26 12:00:05 GMT', now), 5000, 'RFC 850');
+  assert.equal(retryAfterMs('Mon Dec  7 12:00:04 2026', now), 4000, 'asctime, GMT by definition');
   assert.equal(retryAfterMs('soon', now), undefined);
+  assert.equal(retryAfterMs('foo 12', now), undefined);
   assert.equal(retryAfterMs('-1', now), undefined);
+  assert.equal(retryAfterMs('1.5', now), undefined);
+  assert.equal(retryAfterMs('9'.repeat(40), now), undefined, 'no absurd number');
   // /subjects: one 503 asking for 1 s (the start's own first backoff is 500 ms); id 1: one 429
   // asking for 1 s (a batch's first backoff is 200 ms), then the schema.
   let subjects = 1;
@@ -262,4 +267,45 @@ test("a registry's Retry-After should be read (seconds or a date) and waited out
   assert.ok(Date.now() - t1 >= 950, `the batch waited the 1 s asked for (${Date.now() - t1} ms)`);
   await prefetch.before('in', [rec], then);
   assert.equal(ran, 1, 'processed once served');
+});
+
+test("a Retry-After longer than a batch's longest backoff should hold the schema unasked, and the batch's wait should stay short", async (t) => {
+  let asked = 0;
+  const s = createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      if (req.url === '/base/subjects') return res.writeHead(200).end('[]');
+      asked++;
+      res.writeHead(503, { 'retry-after': '30' }).end('{"message":"maintenance"}');
+    });
+  });
+  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
+  t.after(() => new Promise<void>((r) => s.close(() => r())));
+  const url = `http://127.0.0.1:${(s.address() as AddressInfo).port}/base/`;
+  const app = new App({ id: 'retry-after-hold' });
+  app.stream('in', { value: avro<string>() });
+  const cfg = { schemaRegistry: { url, auth: {}, autoRegister: true, timeoutMs: 2000 } };
+  const logger = { warn: () => {}, info: () => {} } as never;
+  const prefetch = await prepareSchemas(app.topology(), cfg, { wait: { logger, stopping: () => false } });
+  const rec = { key: null, value: Buffer.from([0, 0, 0, 0, 1, 2, 0x61]), offset: '0' } as unknown as InRecord;
+  const never = async () => assert.fail('not processed while the registry is down');
+  const whys: Array<number | undefined> = [];
+  await prefetch.before('in', [rec], never, { backoff: false, waiting: (e) => whys.push(e.status) });
+  assert.equal(asked, 1);
+  // Fetched again at once (a test driver's pace): held, not asked, the caller told why.
+  await prefetch.before('in', [rec], never, { backoff: false, waiting: (e) => whys.push(e.status) });
+  await prefetch.before('in', [rec], never, { backoff: false, waiting: (e) => whys.push(e.status) });
+  assert.equal(asked, 1, 'the registry is not asked again before its Retry-After');
+  assert.deepEqual(whys, [503, 503, 503]);
+  // With the backoff, the batch's wait is capped (a rebalance waits for every batch handler).
+  const t0 = Date.now();
+  let stop = false;
+  setTimeout(() => (stop = true), 6_000).unref();
+  await prefetch.before('in', [rec], never, { stopping: () => stop });
+  const waited = Date.now() - t0;
+  assert.ok(
+    waited < 5_900,
+    `the batch waited ${waited} ms, within the 5 s backoff cap, not the 30 s asked for`,
+  );
+  assert.equal(asked, 1);
 });
