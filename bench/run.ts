@@ -76,7 +76,7 @@ function parseOptions(argv: string[]): Options {
   const o: Options = {
     quick,
     // 4M: at 1M Kafka Streams' fastest runs (stateless, ~3 s) were mostly its JIT warming up, and it
-    // ran 1.2-1.6x faster once warm (bench/results/scaling-2026-12-07.md).
+    // ran 1.2-1.5x faster once warm (bench/results/scaling-2026-12-07.md).
     records: quick ? 100_000 : 4_000_000,
     partitions: 4,
     recoveryKeys: quick ? 100_000 : 1_000_000,

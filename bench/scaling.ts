@@ -21,7 +21,7 @@ import { join } from 'node:path';
 import { createTopics, deleteTopicsMatching, uniqueName } from '../test/helpers/kafka.js';
 import { poller, produceFast } from './lib/kafka-io.js';
 import { type Guarantee, type Proc, type SystemName, startProc } from './lib/procs.js';
-import { type CommitSample, steadyRate } from './lib/steady.js';
+import { type CommitSample, steadyRate, timeAt } from './lib/steady.js';
 import { seedOf, sleep, WORKLOADS } from './lib/throughput.js';
 import { eventMaker } from './workloads.js';
 
@@ -55,6 +55,11 @@ function parseArgs(argv: string[]): Options {
     else if (a === '--runs') o.runs = Number(v);
     else throw new Error(`unknown option ${a}`);
   }
+  if (!(o.records > 0) || !(o.runs > 0) || !o.parallelism.every((n) => Number.isInteger(n) && n > 0))
+    throw new Error('--records, --runs and --parallelism take positive whole numbers');
+  for (const x of o.systems)
+    if (x !== 'sluice' && x !== 'kafka-streams')
+      throw new Error(`--systems: sluice or kafka-streams, not ${x}`);
   return o;
 }
 
@@ -83,15 +88,15 @@ async function main() {
         const id = uniqueName(`bench-scale-${system === 'sluice' ? 's' : 'k'}${n}`);
         const input = `${id}-in`;
         const output = `${id}-out`;
-        await createTopics([
-          { topic: input, partitions: 4 },
-          { topic: output, partitions: 4 },
-        ]);
-        await poll.waitFor([input, output]);
-        await produceFast(input, o.records, make);
         const dirs: string[] = [];
         const procs: Proc[] = [];
         try {
+          await createTopics([
+            { topic: input, partitions: 4 },
+            { topic: output, partitions: 4 },
+          ]);
+          await poll.waitFor([input, output]);
+          await produceFast(input, o.records, make);
           const count = system === 'sluice' ? n : 1;
           for (let i = 0; i < count; i++) {
             const stateDir = mkdtempSync(join(tmpdir(), 'sluice-scale-'));
@@ -131,9 +136,8 @@ async function main() {
             if (committed >= o.records) break;
             await sleep(Math.max(0, 100 - (performance.now() - before)));
           }
-          const half = samples.find((s) => s.committed >= o.records / 2);
           const rate = steadyRate(samples, o.records, 0.5, 0.9);
-          rows.push({ system, n, run, rate, readyFirst: half !== undefined && readyAt <= half.at });
+          rows.push({ system, n, run, rate, readyFirst: readyAt <= timeAt(samples, o.records / 2) });
           console.error(`run ${run} ${system} ×${n}: ${Math.round(rate)} records/s`);
         } finally {
           await Promise.all(procs.map((p) => p.kill('SIGKILL')));
@@ -156,7 +160,7 @@ async function main() {
     `- ${new Date().toISOString()}; rate = records/s between 50 % and 90 % of the input committed`,
     '- parallelism N: N Sluice worker processes of one app; one Kafka Streams process with N stream threads',
     '',
-    '| system | N | rate per run (records/s) | median | vs N = 1 |',
+    `| system | N | rate per run (records/s) | median | vs N = ${o.parallelism[0]} |`,
     '|---|---:|---|---:|---:|',
   ];
   for (const system of o.systems) {

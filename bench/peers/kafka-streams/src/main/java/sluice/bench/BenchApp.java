@@ -40,6 +40,7 @@ import org.apache.kafka.streams.state.WindowStore;
  *   BENCH_STATE_DIR, BENCH_COMMIT_INTERVAL_MS (100), BENCH_SESSION_TIMEOUT_MS (10000)
  *   BENCH_KS_CACHE_BYTES  statestore.cache.max.bytes (default 0: no record cache, so every
  *                    update is an output, as in Sluice; the bench sets it per workload)
+ *   BENCH_KS_THREADS num.stream.threads (default 1; bench/scaling.ts sets more)
  *
  * Prints "STATE <new state>" lines so the bench can tell when the instance is RUNNING.
  */
