@@ -1,10 +1,9 @@
-import { setTimeout as sleep } from 'node:timers/promises';
 import type { Serde } from '../api/serdes.js';
 import type { SluiceConfig } from '../config/schema.js';
 import { type SchemaRegistryError, SluiceError, TopologyError } from '../errors.js';
 import type { InRecord } from '../kafka/types.js';
 import type { Logger } from '../ops/logger.js';
-import { RETRY_AFTER_MAX_MS, retrying } from '../runtime/retrying.js';
+import { askedWaitMs, RETRY_AFTER_MAX_MS, retrying, waitUnless } from '../runtime/retrying.js';
 import type { Topology } from '../topology/build.js';
 import { RegistryClient, registryUnavailable } from './client.js';
 import { isRegistrySerde, REGISTRY, type RegistryBinding, type RegistrySerde } from './serdes.js';
@@ -67,7 +66,6 @@ export interface RegistryWait {
 /** A batch that waits on the registry tries again after this, doubling up to {@link OUTAGE_BACKOFF_MAX_MS}. */
 export const OUTAGE_BACKOFF_MS = 200;
 export const OUTAGE_BACKOFF_MAX_MS = 5_000;
-
 /** A failing schema no batch asked for again for this long is forgotten (its partition moved). */
 const OUTAGE_FORGET_MS = 60_000;
 /** While the registry stays down, its warning is logged again this often. */
@@ -237,8 +235,8 @@ class Outage {
     this.#forget(now);
     if (this.#failing.size === 0) this.#since = now;
     this.#failing.set(key, { e, at: now });
-    if (e.retryAfterMs !== undefined)
-      this.#askAfter = Math.max(this.#askAfter, now + Math.min(e.retryAfterMs, RETRY_AFTER_MAX_MS));
+    const asked = askedWaitMs(e);
+    if (asked !== undefined) this.#askAfter = Math.max(this.#askAfter, now + asked);
   }
 
   /** While a Retry-After holds (and the outage lasts): why the batch waits without asking. */
@@ -278,7 +276,6 @@ class Outage {
     // Until the registry's Retry-After, but never past the longest backoff: the consumer must get
     // back to its group (a rebalance waits for every batch handler); the next try is held unasked.
     const delay = Math.min(OUTAGE_BACKOFF_MAX_MS, Math.max(backoff, this.#askAfter - now));
-    const until = Date.now() + delay;
-    while (!stopping() && Date.now() < until) await sleep(Math.min(100, until - Date.now()));
+    await waitUnless(delay, stopping);
   }
 }
