@@ -1,3 +1,4 @@
+import { existsSync, readdirSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { loadConfig } from '../config/load.js';
@@ -26,15 +27,25 @@ export async function resetCommand(argv: string[]): Promise<number> {
     ...t.stores.map((s) => s.changelog),
     topologyTopic(app.id),
   ];
-  const stateDir = join(config.state.dir, app.id);
+  // The app's folder, and those of stream threads past the first (`<state.dir>/thread-<i>/<appId>`).
+  const stateDirs = [config.state.dir, ...threadDirs(config.state.dir)]
+    .map((d) => join(d, app.id))
+    .filter((d, i) => i === 0 || existsSync(d));
   // A stopped static member stays in the group until its session times out: this machine's
   // (the id in its state folder, whose lock no running worker holds) is removed with the rest.
-  const stopped = await stoppedInstanceId(stateDir);
+  const stopped: Array<{ id: string; dir: string }> = [];
+  for (const dir of stateDirs) {
+    const id = await stoppedInstanceId(dir);
+    if (id) stopped.push({ id, dir });
+  }
   const plan = [
-    ...(stopped ? [`static member ${stopped} of the stopped worker of ${stateDir}`] : []),
+    ...stopped.map((s) => `static member ${s.id} of the stopped worker of ${s.dir}`),
     `consumer group ${app.id} (committed offsets)`,
     ...internal.map((x) => `topic ${x}`),
-    `local state ${stateDir} (on this machine only: run reset on every machine that ran a worker, or delete its folder)`,
+    ...stateDirs.map(
+      (d) =>
+        `local state ${d} (on this machine only: run reset on every machine that ran a worker, or delete its folder)`,
+    ),
   ];
   if (args.switches.get('yes') !== 'true') {
     process.stdout.write(
@@ -43,8 +54,11 @@ export async function resetCommand(argv: string[]): Promise<number> {
     return 2;
   }
   return withAdmin(config, async (admin) => {
-    if (stopped && (await admin.describeGroup(app.id)).members > 0)
-      await admin.removeStaticMembers(app.id, [stopped]);
+    if (stopped.length > 0 && (await admin.describeGroup(app.id)).members > 0)
+      await admin.removeStaticMembers(
+        app.id,
+        stopped.map((s) => s.id),
+      );
     const g = await admin.describeGroup(app.id);
     if (g.members > 0) {
       process.stderr.write(
@@ -54,8 +68,19 @@ export async function resetCommand(argv: string[]): Promise<number> {
     }
     await admin.deleteGroup(app.id);
     await admin.deleteTopics(internal);
-    await rm(stateDir, { recursive: true, force: true });
+    for (const d of stateDirs) await rm(d, { recursive: true, force: true });
     process.stdout.write(`deleted:\n${plan.map((p) => `  - ${p}`).join('\n')}\n`);
     return 0;
   });
+}
+
+/** The folders of stream threads past the first in `dir` (processing.threads, thread-config.ts). */
+function threadDirs(dir: string): string[] {
+  try {
+    return readdirSync(dir)
+      .filter((e) => /^thread-\d+$/.test(e))
+      .map((e) => join(dir, e));
+  } catch {
+    return [];
+  }
 }

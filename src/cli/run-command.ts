@@ -3,6 +3,7 @@ import { brokersSource, loadConfig } from '../config/load.js';
 import type { SluiceConfig } from '../config/schema.js';
 import { startLocalKafka } from '../dev/local-kafka.js';
 import { startWorker } from '../runtime/start.js';
+import { startThreaded } from '../runtime/threads/threaded.js';
 import { externalTopics } from '../runtime/topics.js';
 import { closeToExisting, typoWarning } from '../suggest.js';
 import { parseArgs } from './args.js';
@@ -29,6 +30,7 @@ export function jobArg(positionals: string[], cmd: string): string {
  */
 async function runWorker(
   app: App,
+  jobFile: string,
   config: Readonly<SluiceConfig>,
   onStarted?: (running: { http: { url: string } | undefined }) => void,
 ): Promise<number> {
@@ -37,12 +39,15 @@ async function runWorker(
   const stopped = new Promise<void>((r) => {
     wake = r;
   });
-  const running = await startWorker(app, config, {
-    onFatal: (e) => {
-      fatal = e;
-      wake();
-    },
-  });
+  const onFatal = (e: Error) => {
+    fatal = e;
+    wake();
+  };
+  // Several stream threads: each loads the job itself (the app above checked it loads and builds).
+  const running =
+    config.processing.threads > 1
+      ? await startThreaded(jobFile, config, { onFatal })
+      : await startWorker(app, config, { onFatal });
   onStarted?.(running);
   const onSignal = (sig: string) => {
     running.logger.info({ signal: sig }, 'shutting down');
@@ -104,7 +109,8 @@ function settingsOf(args: ReturnType<typeof parseArgs>): Array<[string, string]>
 export async function runCommand(argv: string[]): Promise<number> {
   const args = parseArgs(argv, [LEAVE_SWITCH, ALLOW_SWITCH]);
   const config = loadConfig({ file: args.configFile, flags: settingsOf(args) });
-  return runWorker(await loadJob(jobArg(args.positionals, 'run')), config);
+  const jobFile = jobArg(args.positionals, 'run');
+  return runWorker(await loadJob(jobFile), jobFile, config);
 }
 
 /** Partitions of the topics `sluice dev` creates on the local broker. */
@@ -118,7 +124,8 @@ const DEV_PARTITIONS = 4;
  */
 export async function devCommand(argv: string[]): Promise<number> {
   const args = parseArgs(argv, [LEAVE_SWITCH, ALLOW_SWITCH], ['kafka-port']);
-  const app = await loadJob(jobArg(args.positionals, 'dev'));
+  const jobFile = jobArg(args.positionals, 'dev');
+  const app = await loadJob(jobFile);
   const flags = settingsOf(args);
   const configuredBy = brokersSource({ file: args.configFile, flags });
   if (configuredBy === undefined) {
@@ -149,7 +156,7 @@ export async function devCommand(argv: string[]): Promise<number> {
   } else {
     say(`using the cluster set by ${configuredBy}: ${config.kafka.brokers.join(',')}`);
   }
-  return runWorker(app, config, (running) => {
+  return runWorker(app, jobFile, config, (running) => {
     if (running.http) say(`status page: ${running.http.url}/ (metrics ${running.http.url}/metrics)`);
   });
 }

@@ -171,6 +171,15 @@ const processing = z
      * Kafka Streams.
      */
     minCommitIntervalMs: z.number().int().min(1).max(600_000).default(20),
+    /**
+     * Stream threads of one `sluice run` process (Kafka Streams' `num.stream.threads`): each is a
+     * worker of its own on a `worker_thread` (a group member with its own consumer, producer and
+     * state folder, `<state.dir>/thread-<i>` past the first), so one process uses several cores.
+     * The memory bounds (`state.cacheMaxBytes`, `state.recordCacheMaxBytes`,
+     * `processing.asyncMaxBytes`) are the process's, shared out between the threads. One HTTP
+     * server answers for all of them.
+     */
+    threads: z.number().int().min(1).max(64).default(1),
     /** Partitions processed concurrently by one worker (kafkajs partitionsConsumedConcurrently). */
     concurrency: z.number().int().min(1).max(256).default(8),
     /** Records read per partition per fetch, at most (bytes). */
@@ -373,6 +382,16 @@ export const configSchema = z
         code: 'custom',
         path: ['kafka', 'groupInstanceId'],
         message: 'set, but kafka.staticMembership is false',
+      });
+    if (
+      c.kafka.groupInstanceId !== undefined &&
+      c.processing.threads > 1 &&
+      `${c.kafka.groupInstanceId}-t${c.processing.threads - 1}`.length > 249
+    )
+      ctx.addIssue({
+        code: 'custom',
+        path: ['kafka', 'groupInstanceId'],
+        message: `too long for ${c.processing.threads} threads: thread i joins as <id>-t<i>, at most 249 characters`,
       });
     if (c.http.authMetrics && c.http.authToken === undefined)
       ctx.addIssue({ code: 'custom', path: ['http', 'authMetrics'], message: 'needs http.authToken' });

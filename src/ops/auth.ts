@@ -16,6 +16,9 @@ export interface HttpAuth {
 export const PROTECTED_PREFIXES = ['/status', '/state'] as const;
 
 export function isProtectedPath(pathname: string, auth: HttpAuth): boolean {
+  // `/t/<i>/...`: one stream thread's routes (processing.threads), guarded as the same path.
+  const thread = /^\/t\/\d+(\/.*)?$/.exec(pathname);
+  if (thread) return isProtectedPath(thread[1] ?? '/', auth);
   if (pathname === '/') return true;
   if (auth.metrics && pathname === '/metrics') return true;
   for (const p of PROTECTED_PREFIXES) {

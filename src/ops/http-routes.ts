@@ -125,19 +125,30 @@ async function queryState(
       throw new QueryError(503, `the owner of task ${taskId} advertises no HTTP address`, {
         owner: owner.memberId,
       });
-    await forward(owner.http, storeName, key, worker, res);
+    await forward(owner.http, storeName, key, worker, res, req.headers.authorization);
   } catch (e) {
     if (!(e instanceof QueryError)) throw e;
     sendJson(res, e.status, { ...base, ...e.extra, error: e.message, worker: self });
   }
 }
 
-async function forward(ownerUrl: string, store: string, key: string, worker: Worker, res: ServerResponse) {
+async function forward(
+  ownerUrl: string,
+  store: string,
+  key: string,
+  worker: Worker,
+  res: ServerResponse,
+  /** The asker's Authorization header, passed on: the owner guards /state with the same token. */
+  authorization: string | undefined,
+) {
   const target = `${ownerUrl.replace(/\/+$/, '')}/state/${encodeURIComponent(store)}/${encodeURIComponent(key)}`;
   let r: Response;
   try {
     r = await fetch(target, {
-      headers: { [FORWARDED_HEADER]: worker.memberId ?? worker.clientId },
+      headers: {
+        [FORWARDED_HEADER]: worker.memberId ?? worker.clientId,
+        ...(authorization ? { authorization } : {}),
+      },
       signal: AbortSignal.timeout(FORWARD_TIMEOUT_MS),
     });
   } catch (e) {

@@ -6,9 +6,9 @@ import type { Logger } from './logger.js';
 
 export interface Health {
   /** Live: the process works (event loop turns, worker not crashed). */
-  live(): boolean;
+  live(): boolean | Promise<boolean>;
   /** Ready: member of the group, every owned task restored and processing. */
-  ready(): { ready: boolean; reason?: string };
+  ready(): { ready: boolean; reason?: string } | Promise<{ ready: boolean; reason?: string }>;
   /** Status document for /status (or a promise of it). */
   status?(): unknown;
 }
@@ -30,7 +30,8 @@ function send(res: ServerResponse, code: number, body: string, type = 'text/plai
 export async function startOpsServer(opts: {
   host: string;
   port: number;
-  registry: Registry;
+  /** What /metrics shows: a registry, or anything that renders like one (stream threads' sum). */
+  registry: Pick<Registry, 'metrics' | 'contentType'>;
   health: Health;
   logger: Logger;
   routes?: Route[];
@@ -48,9 +49,9 @@ export async function startOpsServer(opts: {
         case '/metrics':
           return send(res, 200, await registry.metrics(), registry.contentType);
         case '/healthz':
-          return health.live() ? send(res, 200, 'ok\n') : send(res, 503, 'not live\n');
+          return (await health.live()) ? send(res, 200, 'ok\n') : send(res, 503, 'not live\n');
         case '/readyz': {
-          const r = health.ready();
+          const r = await health.ready();
           return r.ready
             ? send(res, 200, 'ready\n')
             : send(res, 503, `not ready: ${r.reason ?? 'starting'}\n`);

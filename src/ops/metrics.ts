@@ -181,8 +181,20 @@ const DURATION_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.
 export function createWorkerMetrics(registry: Registry) {
   const c = <L extends string>(m: { name: string; help: string }, labelNames: L[]) =>
     new Counter({ name: m.name, help: m.help, labelNames, registers: [registry] });
-  const g = <L extends string>(m: { name: string; help: string }, labelNames: L[]) =>
-    new Gauge({ name: m.name, help: m.help, labelNames, registers: [registry] });
+  // `aggregator`: how stream threads' series of one process add up on its /metrics (threaded.ts);
+  // the default is their sum.
+  const g = <L extends string>(
+    m: { name: string; help: string },
+    labelNames: L[],
+    aggregator?: 'max' | 'average',
+  ) =>
+    new Gauge({
+      name: m.name,
+      help: m.help,
+      labelNames,
+      registers: [registry],
+      ...(aggregator && { aggregator }),
+    });
   const h = <L extends string>(m: { name: string; help: string }, labelNames: L[], buckets: number[]) =>
     new Histogram({ name: m.name, help: m.help, labelNames, buckets, registers: [registry] });
   return {
@@ -218,8 +230,9 @@ export function createWorkerMetrics(registry: Registry) {
     capacity: g(METRIC.capacity, ['app', 'task']),
     shedFraction: g(METRIC.shedFraction, ['app', 'task']),
     recordsShed: c(METRIC.recordsShed, ['app', 'reason']),
-    recommendedWorkers: g(METRIC.recommendedWorkers, ['app']),
-    operatorCost: g(METRIC.operatorCost, ['app', 'operator']),
+    // Each thread advises on the whole group; an operator's cost is a mean.
+    recommendedWorkers: g(METRIC.recommendedWorkers, ['app'], 'max'),
+    operatorCost: g(METRIC.operatorCost, ['app', 'operator'], 'average'),
     asyncInFlight: g(METRIC.asyncInFlight, ['app', 'task']),
     asyncDuration: h(METRIC.asyncDuration, ['app', 'operator'], LATENCY_BUCKETS),
     asyncTimeouts: c(METRIC.asyncTimeouts, ['app', 'operator']),

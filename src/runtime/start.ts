@@ -33,7 +33,13 @@ export interface RunningWorker {
 export async function startWorker(
   app: App,
   config: Readonly<SluiceConfig>,
-  opts: { logger?: Logger; registry?: Registry; onFatal?: (e: Error) => void } = {},
+  opts: {
+    logger?: Logger;
+    registry?: Registry;
+    onFatal?: (e: Error) => void;
+    /** The address to advertise when this worker has no HTTP server of its own (a stream thread's). */
+    advertise?: () => string | undefined;
+  } = {},
 ): Promise<RunningWorker> {
   const logger =
     opts.logger ??
@@ -56,7 +62,7 @@ export async function startWorker(
     openState: (task, ctx) =>
       openTaskState(task, { ...ctx, config, appId: app.id, cacheBytes: worker.cacheShare() }),
     onFatal: opts.onFatal,
-    httpAddress: () => (http ? advertisedUrl(config.http, http.port) : undefined),
+    httpAddress: () => (http ? advertisedUrl(config.http, http.port) : opts.advertise?.()),
     groupInstanceId: instance?.id,
     leaveGroupOnStop: config.kafka.leaveGroupOnClose || instance?.ephemeral === true,
   });

@@ -70,6 +70,13 @@ test('http auth should match prefixes by path segment only', () => {
   assert.equal(isProtectedPath('/status/', auth), true);
   assert.equal(isProtectedPath('/metrics', auth), false);
   assert.equal(isProtectedPath('/metrics', { ...auth, metrics: true }), true);
+  // A stream thread's own surface (`/t/<i>/...`) is guarded as the same path without the prefix.
+  assert.equal(isProtectedPath('/t/1/state/s/k', auth), true);
+  assert.equal(isProtectedPath('/t/0/status', auth), true);
+  assert.equal(isProtectedPath('/t/0', auth), true);
+  assert.equal(isProtectedPath('/t/1/metrics', auth), false);
+  assert.equal(isProtectedPath('/t/1/metrics', { ...auth, metrics: true }), true);
+  assert.equal(isProtectedPath('/t/1/healthz', auth), false);
 });
 
 test('http auth should warn when a non-loopback address has no token', () => {
