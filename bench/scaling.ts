@@ -25,12 +25,15 @@ import { type CommitSample, steadyRate, timeAt } from './lib/steady.js';
 import { seedOf, sleep, WORKLOADS } from './lib/throughput.js';
 import { eventMaker } from './workloads.js';
 
+/** `sluice`: N worker processes; `sluice-threads`: one process with N stream threads. */
+type Mode = 'sluice' | 'sluice-threads' | 'kafka-streams';
+
 interface Options {
   workload: string;
   guarantee: Guarantee;
   records: number;
   parallelism: number[];
-  systems: Array<'sluice' | 'kafka-streams'>;
+  systems: Array<Mode>;
   runs: number;
 }
 
@@ -40,7 +43,7 @@ function parseArgs(argv: string[]): Options {
     guarantee: 'at_least_once',
     records: 4_000_000,
     parallelism: [1, 2],
-    systems: ['sluice', 'kafka-streams'],
+    systems: ['sluice', 'sluice-threads', 'kafka-streams'],
     runs: 2,
   };
   for (let i = 0; i < argv.length; i++) {
@@ -51,20 +54,20 @@ function parseArgs(argv: string[]): Options {
     else if (a === '--guarantee') o.guarantee = v as Guarantee;
     else if (a === '--records') o.records = Number(v);
     else if (a === '--parallelism') o.parallelism = v.split(',').map(Number);
-    else if (a === '--systems') o.systems = v.split(',') as Options['systems'];
+    else if (a === '--systems') o.systems = v.split(',') as Mode[];
     else if (a === '--runs') o.runs = Number(v);
     else throw new Error(`unknown option ${a}`);
   }
   if (!(o.records > 0) || !(o.runs > 0) || !o.parallelism.every((n) => Number.isInteger(n) && n > 0))
     throw new Error('--records, --runs and --parallelism take positive whole numbers');
   for (const x of o.systems)
-    if (x !== 'sluice' && x !== 'kafka-streams')
-      throw new Error(`--systems: sluice or kafka-streams, not ${x}`);
+    if (x !== 'sluice' && x !== 'sluice-threads' && x !== 'kafka-streams')
+      throw new Error(`--systems: sluice, sluice-threads or kafka-streams, not ${x}`);
   return o;
 }
 
 interface Row {
-  system: SystemName;
+  system: Mode;
   n: number;
   run: number;
   rate: number;
@@ -82,10 +85,13 @@ async function main() {
   const make = eventMaker(seedOf(w.id), w.dist);
   for (let run = 1; run <= o.runs; run++) {
     for (const n of o.parallelism) {
-      for (const system of o.systems) {
+      for (const mode of o.systems) {
+        const system: SystemName = mode === 'kafka-streams' ? 'kafka-streams' : 'sluice';
         // A poller per run: kafkajs's metadata refresh fails for good once a topic it knew is deleted.
         const poll = await poller();
-        const id = uniqueName(`bench-scale-${system === 'sluice' ? 's' : 'k'}${n}`);
+        const id = uniqueName(
+          `bench-scale-${mode === 'sluice' ? 's' : mode === 'sluice-threads' ? 't' : 'k'}${n}`,
+        );
         const input = `${id}-in`;
         const output = `${id}-out`;
         const dirs: string[] = [];
@@ -97,7 +103,7 @@ async function main() {
           ]);
           await poll.waitFor([input, output]);
           await produceFast(input, o.records, make);
-          const count = system === 'sluice' ? n : 1;
+          const count = mode === 'sluice' ? n : 1;
           for (let i = 0; i < count; i++) {
             const stateDir = mkdtempSync(join(tmpdir(), 'sluice-scale-'));
             dirs.push(stateDir);
@@ -112,7 +118,7 @@ async function main() {
                 stateDir,
                 brokers: process.env.KAFKA_BROKERS!,
                 ksCacheBytes: w.ksCacheBytes,
-                ksThreads: n,
+                threads: mode === 'sluice' ? 1 : n,
               }),
             );
           }
@@ -137,8 +143,8 @@ async function main() {
             await sleep(Math.max(0, 100 - (performance.now() - before)));
           }
           const rate = steadyRate(samples, o.records, 0.5, 0.9);
-          rows.push({ system, n, run, rate, readyFirst: readyAt <= timeAt(samples, o.records / 2) });
-          console.error(`run ${run} ${system} ×${n}: ${Math.round(rate)} records/s`);
+          rows.push({ system: mode, n, run, rate, readyFirst: readyAt <= timeAt(samples, o.records / 2) });
+          console.error(`run ${run} ${mode} ×${n}: ${Math.round(rate)} records/s`);
         } finally {
           await Promise.all(procs.map((p) => p.kill('SIGKILL')));
           for (const d of dirs) rmSync(d, { recursive: true, force: true });
@@ -158,7 +164,7 @@ async function main() {
     '',
     `- command: \`KAFKA_BROKERS=${process.env.KAFKA_BROKERS} node dist/bench/scaling.js ${process.argv.slice(2).join(' ')}\``,
     `- ${new Date().toISOString()}; rate = records/s between 50 % and 90 % of the input committed`,
-    '- parallelism N: N Sluice worker processes of one app; one Kafka Streams process with N stream threads',
+    '- parallelism N: `sluice`, N worker processes of one app; `sluice-threads`, one Sluice process with N stream threads (`processing.threads`); `kafka-streams`, one process with N stream threads (`num.stream.threads`)',
     '',
     `| system | N | rate per run (records/s) | median | vs N = ${o.parallelism[0]} |`,
     '|---|---:|---|---:|---:|',

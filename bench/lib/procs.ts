@@ -52,8 +52,9 @@ export interface RunSpec {
   /** The record cache bound of both systems: Kafka Streams' statestore.cache.max.bytes, Sluice's
    * state.recordCacheMaxBytes (0 = no record cache, every update emitted) */
   ksCacheBytes?: number;
-  /** Kafka Streams only: its stream threads (num.stream.threads; default 1, bench/scaling.ts sets more) */
-  ksThreads?: number;
+  /** Stream threads of the one process: Kafka Streams' num.stream.threads, Sluice's
+   * processing.threads (default 1; bench/scaling.ts and `run.ts --threads` set more) */
+  threads?: number;
   /** Sluice only: another checkout's root (its bin/sluice.js and dist/bench/jobs; bench/cpu.ts --base) */
   sluiceRoot?: string;
   /** Sluice only: node options before the script (e.g. --cpu-prof) */
@@ -107,7 +108,7 @@ export async function startProc(s: RunSpec): Promise<Proc> {
     BENCH_SESSION_TIMEOUT_MS: String(SESSION_TIMEOUT_MS),
     BENCH_RECORDS: String(s.records ?? 0),
     BENCH_KS_CACHE_BYTES: String(s.ksCacheBytes ?? 0),
-    BENCH_KS_THREADS: String(s.ksThreads ?? 1),
+    BENCH_KS_THREADS: String(s.threads ?? 1),
     ...s.ceiling?.env,
   });
   let cmd: string;
@@ -143,6 +144,7 @@ export async function startProc(s: RunSpec): Promise<Proc> {
       // (every update an output), or equal bounds (a cached comparison).
       '--state.recordCacheMaxBytes',
       String(s.ksCacheBytes ?? 0),
+      ...(s.threads && s.threads > 1 ? ['--processing.threads', String(s.threads)] : []),
       // SLUICE_BENCH_WORKER_ARGS='--kafka.lingerMs 50': settings for any bench's Sluice workers.
       ...(process.env.SLUICE_BENCH_WORKER_ARGS ?? '').split(' ').filter(Boolean),
     ];
