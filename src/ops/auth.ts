@@ -15,7 +15,9 @@ export interface HttpAuth {
  */
 export const PROTECTED_PREFIXES = ['/status', '/state'] as const;
 
-export function isProtectedPath(pathname: string, auth: HttpAuth): boolean {
+export function isProtectedPath(path: string, auth: HttpAuth): boolean {
+  // `//state/x` and `/.//state` name the same route for some parsers: guard what they could reach.
+  const pathname = path.replace(/\/{2,}/g, '/');
   // `/t/<i>/...`: one stream thread's routes (processing.threads), guarded as the same path.
   const thread = /^\/t\/\d+(\/.*)?$/.exec(pathname);
   if (thread) return isProtectedPath(thread[1] ?? '/', auth);

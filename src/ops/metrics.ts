@@ -252,9 +252,12 @@ export function transactionObserver(m: WorkerMetrics, app: string): (p: Transact
   };
 }
 
+/** The prefix of Node's default metrics (prom-client's `process_*` and `nodejs_*`). */
+export const NODE_METRICS_PREFIX = 'sluice_node_';
+
 /** A registry with Node's default metrics (event loop lag, heap, GC, CPU). */
 export function createRegistry(): Registry {
   const registry = new Registry();
-  collectDefaultMetrics({ register: registry, prefix: 'sluice_node_' });
+  collectDefaultMetrics({ register: registry, prefix: NODE_METRICS_PREFIX });
   return registry;
 }

@@ -293,8 +293,7 @@ export class RocksTaskState implements TaskState {
     // Writes made while the commit was in flight stay dirty (the cache keeps them) and pending.
     this.#writes -= this.#snapshotWrites;
     this.#snapshotWrites = 0;
-    const m = this.#ctx.metrics;
-    m.cacheBytes.set({ app: this.#ctx.appId, task: this.#taskId }, this.cache.bytes);
+    this.#ctx.metrics.cacheBytes.set({ app: this.#ctx.appId, task: this.#taskId }, this.cache.bytes);
     if (Date.now() - this.#sizeAt >= STORE_SIZE_REFRESH_MS) this.refreshStoreSize();
   }
 
@@ -371,7 +370,8 @@ export class RocksTaskState implements TaskState {
 
   async close(opts: { clean?: boolean } = {}): Promise<void> {
     this.flushCacheMetrics();
-    this.#ctx.metrics.stateStoreBytes.remove({ app: this.#ctx.appId, task: this.#taskId });
+    for (const g of [this.#ctx.metrics.stateStoreBytes, this.#ctx.metrics.cacheBytes])
+      g.remove({ app: this.#ctx.appId, task: this.#taskId });
     // A reset or a fenced task leaves what waits to the changelogs: no more of a flush is sent.
     if (!opts.clean) this.#behind.clear();
     // A flush in flight lands first: the writes that waited behind it are newer.

@@ -9,6 +9,7 @@ import {
   addsTasks,
   exactlyOnceArgs,
   metricSum,
+  metricValue,
   spawnWorker,
   type WorkerProcess,
   workerGroup,
@@ -98,11 +99,18 @@ test('stream threads should split a process’s tasks, answer for them on one se
   const texts = await Promise.all(workers.map((w) => w.metrics()));
   const recordsIn = texts.reduce((n, x) => n + metricSum(x, 'sluice_records_in_total', { topic: input }), 0);
   assert.equal(recordsIn, FIRST, 'records read from the input, summed over threads and processes');
-  for (const x of texts)
+  for (const x of texts) {
     assert.equal(
       x.split('\n').filter((l) => l.startsWith('sluice_node_process_cpu_user_seconds_total ')).length,
       1,
     );
+    // Each thread's own event loop, labelled, beside the main thread's.
+    for (const thread of ['0', '1'])
+      assert.ok(
+        metricValue(x, 'sluice_node_nodejs_eventloop_lag_p99_seconds', { thread }) !== undefined,
+        `thread ${thread}'s event loop lag`,
+      );
+  }
 
   // Every key, asked of either process: answered from its own threads or forwarded.
   let forwarded = 0;

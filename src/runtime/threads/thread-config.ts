@@ -10,6 +10,7 @@
  * - `state.cacheMaxBytes`, `state.recordCacheMaxBytes` and `processing.asyncMaxBytes`: divided by
  *   the thread count (as Kafka Streams divides `statestore.cache.max.bytes` between its threads);
  *   `asyncMaxBytes` keeps at least its schema minimum.
+ * - `kafka.clientId`: `<clientId>-t<i>`, so the broker's logs and quotas tell the threads apart.
  * - HTTP: off in the threads; the process's one server answers for all of them.
  */
 import { join } from 'node:path';
@@ -27,6 +28,7 @@ export function threadConfig(config: Readonly<SluiceConfig>, index: number, coun
     ...config,
     kafka: {
       ...config.kafka,
+      clientId: `${config.kafka.clientId}-t${index}`,
       ...(id !== undefined ? { groupInstanceId: index === 0 ? id : `${id}-t${index}` } : {}),
     },
     processing: {

@@ -6,11 +6,12 @@
  * topology, state queries) and stop. Events it sends on its own: `started`, `fatal`.
  */
 import { parentPort, workerData } from 'node:worker_threads';
-import { Registry } from 'prom-client';
+import { collectDefaultMetrics, Registry } from 'prom-client';
 import { loadJob } from '../../cli/load-job.js';
 import type { SluiceConfig } from '../../config/schema.js';
 import { workerRoutes } from '../../ops/http-routes.js';
 import { createLogger } from '../../ops/logger.js';
+import { NODE_METRICS_PREFIX } from '../../ops/metrics.js';
 import { secretsOf } from '../../ops/redact.js';
 import { type RunningWorker, startWorker } from '../start.js';
 import { captureRoute, type ThreadReply, type ThreadRequest, toWireError } from './thread-protocol.js';
@@ -32,6 +33,20 @@ const logger = createLogger({
   secrets: secretsOf(data.config),
 }).child({ thread: data.index });
 
+/**
+ * The worker's metrics, and Node's that belong to this thread's own V8 isolate (`nodejs_*`: event
+ * loop lag, heap, GC) labelled `thread`; the process-wide ones (CPU, RSS, fds) are the main
+ * thread's, counted once.
+ */
+const registry = new Registry();
+collectDefaultMetrics({
+  register: registry,
+  prefix: NODE_METRICS_PREFIX,
+  labels: { thread: String(data.index) },
+});
+for (const m of registry.getMetricsAsArray())
+  if (!m.name.startsWith(`${NODE_METRICS_PREFIX}nodejs_`)) registry.removeSingleMetric(m.name);
+
 let running: RunningWorker | undefined;
 let routes: ReturnType<typeof workerRoutes> | undefined;
 let stopping: Promise<void> | undefined;
@@ -41,8 +56,7 @@ const starting = (async () => {
     const app = await loadJob(data.jobFile);
     running = await startWorker(app, data.config, {
       logger,
-      // No default metrics here: the process's are the main thread's, counted once.
-      registry: new Registry(),
+      registry,
       advertise: () => data.advertise,
       onFatal: (e) => port.postMessage({ event: 'fatal', error: toWireError(e) }),
     });
@@ -53,6 +67,9 @@ const starting = (async () => {
   }
 })();
 
+/** What a thread says while its worker starts (joins, prepares topics, restores). */
+const STARTING = { ready: false, reason: 'starting' };
+
 function answer(req: ThreadRequest): Promise<unknown> {
   // A stop asked for while the worker starts waits for the start, then stops it.
   if (req.op === 'stop') {
@@ -60,11 +77,23 @@ function answer(req: ThreadRequest): Promise<unknown> {
     return stopping;
   }
   const r = running;
-  if (!r || !routes) return Promise.reject(new Error(`thread ${data.index} is starting`));
+  if (!r || !routes) {
+    if (req.op === 'live') return Promise.resolve(true);
+    if (req.op === 'ready') return Promise.resolve(STARTING);
+    if (req.op === 'metrics') return registry.getMetricsAsJSON();
+    if (req.op === 'status')
+      return Promise.resolve({
+        state: 'starting',
+        readiness: STARTING,
+        worker: { memberId: null },
+        tasks: [],
+      });
+    return Promise.reject(new Error(`thread ${data.index} is starting`));
+  }
   const w = r.worker;
   switch (req.op) {
     case 'metrics':
-      return r.registry.getMetricsAsJSON();
+      return registry.getMetricsAsJSON();
     case 'live':
       return Promise.resolve(w.liveness());
     case 'ready':
@@ -79,8 +108,7 @@ function answer(req: ThreadRequest): Promise<unknown> {
 port.on('message', (req: ThreadRequest) => {
   Promise.resolve()
     .then(() => answer(req))
-    .then(
-      (value) => port.postMessage({ id: req.id, ok: true, value } satisfies ThreadReply),
-      (e) => port.postMessage({ id: req.id, ok: false, error: toWireError(e) } satisfies ThreadReply),
-    );
+    .then((value) => port.postMessage({ id: req.id, ok: true, value } satisfies ThreadReply))
+    // A failed request, or an answer that cannot be copied to the main thread (DataCloneError).
+    .catch((e) => port.postMessage({ id: req.id, ok: false, error: toWireError(e) } satisfies ThreadReply));
 });

@@ -79,7 +79,12 @@ export async function captureRoute(
     },
   };
   const req = { method: 'GET', url: path, headers };
-  const url = new URL(path, 'http://localhost');
+  // Set, not resolved against a base: `//host/state/...` must stay a path (which no route takes),
+  // not become host `host` and path `/state/...`, past the main thread's token check.
+  const url = new URL('http://localhost');
+  const q = path.indexOf('?');
+  url.pathname = q < 0 ? path : path.slice(0, q);
+  if (q >= 0) url.search = path.slice(q);
   for (const route of routes)
     if (await route(req as unknown as IncomingMessage, res as unknown as ServerResponse, url)) return out;
   return out;

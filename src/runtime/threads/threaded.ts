@@ -36,6 +36,10 @@ import { mergeThreadStatus } from './thread-status.js';
 
 /** How long a stop may take per thread: below run-command's 30 s for the whole process. */
 const STOP_GRACE_MS = 25_000;
+/** How long a thread may take to answer the main thread (metrics, health, status, a route). */
+const CALL_TIMEOUT_MS = 10_000;
+/** How long the other threads get to stop when one failed to start. */
+const START_FAILED_GRACE_MS = 5000;
 
 type Metrics = MetricObjectWithValues<MetricValue<string>>[];
 type Op = ThreadRequest extends infer R ? (R extends unknown ? Omit<R, 'id'> : never) : never;
@@ -95,11 +99,22 @@ class StreamThread {
     );
   }
 
-  call(op: Op): Promise<unknown> {
+  /** Asks the thread; a thread busy for `timeoutMs` (a long synchronous operator) gets no answer. */
+  call(op: Op, timeoutMs = CALL_TIMEOUT_MS): Promise<unknown> {
     if (this.#exited) return Promise.reject(new Error(`thread ${this.index} exited`));
     const id = this.#next++;
     return new Promise((resolve, reject) => {
-      this.#pending.set(id, { resolve, reject });
+      const timer = setTimeout(() => {
+        this.#pending.delete(id);
+        reject(new Error(`thread ${this.index} did not answer within ${timeoutMs} ms`));
+      }, timeoutMs);
+      const settle =
+        <T>(f: (v: T) => void) =>
+        (v: T) => {
+          clearTimeout(timer);
+          f(v);
+        };
+      this.#pending.set(id, { resolve: settle(resolve), reject: settle(reject) });
       this.#thread.postMessage({ ...op, id });
     });
   }
@@ -111,19 +126,11 @@ class StreamThread {
    */
   async stop(leaveGroup: boolean | undefined, graceMs = STOP_GRACE_MS): Promise<void> {
     this.#stopping = true;
-    let timer: NodeJS.Timeout | undefined;
     try {
-      if (!this.#exited)
-        await Promise.race([
-          this.call({ op: 'stop', leaveGroup }),
-          new Promise((_, rej) => {
-            timer = setTimeout(() => rej(new Error(`did not stop within ${graceMs} ms`)), graceMs);
-          }),
-        ]);
+      if (!this.#exited) await this.call({ op: 'stop', leaveGroup }, graceMs);
     } catch (e) {
       if (!this.#exited) this.#onStopError(new Error(`thread ${this.index}: ${(e as Error).message}`));
     } finally {
-      clearTimeout(timer);
       await this.#thread.terminate();
       await this.exited;
     }
@@ -194,7 +201,16 @@ export async function startThreaded(
         },
         status: async () =>
           mergeThreadStatus(
-            (await Promise.all(threads.map((t) => t.call({ op: 'status' })))) as Record<string, unknown>[],
+            await Promise.all(
+              threads.map((t) =>
+                (t.call({ op: 'status' }) as Promise<Record<string, unknown>>).catch((e: Error) => ({
+                  state: 'failed',
+                  readiness: { ready: false, reason: e.message },
+                  worker: { memberId: null },
+                  tasks: [],
+                })),
+              ),
+            ),
           ),
       },
       routes: threadRoutes(threads),
@@ -238,11 +254,14 @@ export async function startThreaded(
     }
     if (stopErrors.length > 0) throw stopErrors[0];
   };
-  const started = await Promise.allSettled(threads.map((t) => t.started));
-  const failed = started.find((s) => s.status === 'rejected');
-  if (failed) {
-    await stop().catch(() => undefined);
-    throw (failed as PromiseRejectedResult).reason;
+  try {
+    // The first thread that fails to start fails the start: the others, maybe still retrying to
+    // reach Kafka, are stopped (a starting one is ended after a short grace: it committed nothing).
+    await Promise.all(threads.map((t) => t.started));
+  } catch (e) {
+    await Promise.all(threads.map((t) => t.stop(false, START_FAILED_GRACE_MS)));
+    await http?.close();
+    throw e;
   }
   logger.info({ threads: n }, `${n} stream threads started`);
   return { logger, http, threads: n, stop };
@@ -272,7 +291,13 @@ function threadRoutes(threads: readonly StreamThread[]): Route[] {
         sendError(res, 404, `no thread ${m[1]} (this process runs ${threads.length})`);
         return true;
       }
-      const path = m[2] ?? '/';
+      // The status page fetches `status` relative to itself: it must be read at `/t/<i>/`.
+      if (m[2] === undefined) {
+        res.writeHead(301, { location: `${url.pathname}/${url.search}` });
+        res.end();
+        return true;
+      }
+      const path = m[2];
       try {
         if (path === '/status') json(res, await t.call({ op: 'status' }));
         else if (path === '/metrics') {

@@ -77,6 +77,8 @@ test('http auth should match prefixes by path segment only', () => {
   assert.equal(isProtectedPath('/t/1/metrics', auth), false);
   assert.equal(isProtectedPath('/t/1/metrics', { ...auth, metrics: true }), true);
   assert.equal(isProtectedPath('/t/1/healthz', auth), false);
+  assert.equal(isProtectedPath('//state/s/k', auth), true);
+  assert.equal(isProtectedPath('/t/0//status', auth), true);
 });
 
 test('http auth should warn when a non-loopback address has no token', () => {

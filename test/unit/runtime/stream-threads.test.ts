@@ -127,6 +127,8 @@ test('a route run for another thread should give back what it wrote, and 404 whe
     body: '{"q":"1","by":"m1"}',
   });
   assert.equal((await captureRoute(routes, '/nope', {})).status, 404);
+  // A path that a URL parser would read as `//host/echo` stays a path: no route takes it.
+  assert.equal((await captureRoute(routes, '//x/echo?q=1', {})).status, 404);
 });
 
 test('an error from a thread should keep its message, and its code when it is a Sluice error', () => {
