@@ -69,6 +69,8 @@ interface Options {
   write: boolean;
   runTimeoutS: number;
   name: string | undefined;
+  /** Stream threads of each system's one process (equal on both sides) */
+  threads: number;
 }
 
 function parseOptions(argv: string[]): Options {
@@ -88,6 +90,7 @@ function parseOptions(argv: string[]): Options {
     write: true,
     runTimeoutS: 900,
     name: undefined,
+    threads: 1,
   };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]!;
@@ -142,6 +145,9 @@ function parseOptions(argv: string[]): Options {
         break;
       case '--name':
         o.name = next();
+        break;
+      case '--threads':
+        o.threads = num();
         break;
       case '--no-write':
         o.write = false;
@@ -257,8 +263,8 @@ function environment(o: Options, loadBefore: string): string[] {
     `- machine: ${cpus().length} CPUs (${cpus()[0]?.model ?? '?'}), ${fmt(totalmem() / 2 ** 30, 1)} GiB RAM (${fmt(freemem() / 2 ** 30, 1)} free), ${process.platform}/${process.arch}; shared with other jobs`,
     `- load (uptime) before: ${loadBefore}; after: ${sh('uptime')}`,
     `- broker: ${process.env.BENCH_BROKER_DESC ?? process.env.KAFKA_BROKERS} (one broker, same for all systems)`,
-    `- Sluice ${pkg.version}: node ${process.version}, kafkajs ${kjs.version}, one worker process`,
-    `- Kafka Streams ${ksVersion}: ${sh('java -version 2>&1 | head -1') || java}, -Xms256m -Xmx1g -XX:+UseParallelGC, num.stream.threads=1, RocksDB stores, record cache as in the "KS cache" column (off = statestore.cache.max.bytes 0: every update is an output, as in Sluice)`,
+    `- Sluice ${pkg.version}: node ${process.version}, kafkajs ${kjs.version}, one worker process${o.threads > 1 ? ` with processing.threads=${o.threads}` : ''}`,
+    `- Kafka Streams ${ksVersion}: ${sh('java -version 2>&1 | head -1') || java}, -Xms256m -Xmx1g -XX:+UseParallelGC, num.stream.threads=${o.threads}, RocksDB stores, record cache as in the "KS cache" column (off = statestore.cache.max.bytes 0: every update is an output, as in Sluice)`,
     `- both: commit interval ${COMMIT_INTERVAL_MS} ms, session timeout ${SESSION_TIMEOUT_MS / 1000} s, ${o.partitions} partitions per topic, input keyed by user, JSON values of 140–160 bytes`,
     `- ${fmt(o.records)} input records per throughput run`,
   ];
@@ -379,7 +385,7 @@ async function main(): Promise<void> {
     o.ceilings = o.only.includes('ceiling');
   }
   const log = (s: string) => console.error(`[${((performance.now() - started) / 1000).toFixed(0)} s] ${s}`);
-  const ro = { records: o.records, partitions: o.partitions, runTimeoutS: o.runTimeoutS };
+  const ro = { records: o.records, partitions: o.partitions, runTimeoutS: o.runTimeoutS, threads: o.threads };
 
   if (o.ceilings) runs.push(...(await runCeilings(ceilings(), ro, log)));
   for (const w of selected) {

@@ -53,7 +53,7 @@ export interface RunSpec {
    * state.recordCacheMaxBytes (0 = no record cache, every update emitted) */
   ksCacheBytes?: number;
   /** Stream threads of the one process: Kafka Streams' num.stream.threads, Sluice's
-   * processing.threads (default 1; bench/scaling.ts and `run.ts --threads` set more) */
+   * processing.threads (default 1; bench/scaling.ts and `bench.mjs --threads N` set more) */
   threads?: number;
   /** Sluice only: another checkout's root (its bin/sluice.js and dist/bench/jobs; bench/cpu.ts --base) */
   sluiceRoot?: string;

@@ -213,6 +213,8 @@ export interface RunOptions {
   records: number;
   partitions: number;
   runTimeoutS: number;
+  /** Stream threads of each system's one process (Sluice processing.threads, KS num.stream.threads) */
+  threads?: number;
 }
 
 function emptyResult(w: Workload, system: string, guarantee: string, n: number): RunResult {
@@ -262,6 +264,7 @@ export async function runOne(
       stateDir,
       brokers: process.env.KAFKA_BROKERS!,
       ksCacheBytes: w.ksCacheBytes,
+      threads: o.threads ?? 1,
     });
     // CPU is counted from "ready" (Kafka Streams RUNNING, Sluice /readyz 200): start-up and the
     // group join are left out, all the processing is in.
