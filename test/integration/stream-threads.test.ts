@@ -185,3 +185,46 @@ test('stream threads should split a process’s tasks, answer for them on one se
     await producer.catch(() => undefined);
   }
 });
+
+test('a stream thread’s fatal error should stop every thread and end the process with exit code 1', {
+  timeout: 180_000,
+}, async (t) => {
+  const { id, input, env } = await jobTopics('t-threads-fatal', 4);
+  const group = workerGroup(t, id);
+  const w = group.add(
+    spawnWorker('stateless', {
+      name: 'f',
+      env: { ...env, SLUICE_PROCESSING_ERROR_POLICY: 'fail' },
+      args: ['--processing.threads', '2', '--log-level', 'info'],
+    }),
+  );
+  await group.step('both threads run tasks', () =>
+    eventually(
+      async () => {
+        const s = await w.status();
+        return s.readiness.ready && s.threads?.every((th: { tasks: string[] }) => th.tasks.length > 0);
+      },
+      { timeoutMs: 90_000, what: 'two threads with tasks' },
+    ),
+  );
+  // A record no thread can read, under processing.errorPolicy fail: its thread fails.
+  await produce(input, [
+    { key: 'a', value: JSON.stringify({ k: 'a', seq: 1 }) },
+    { key: 'b', value: 'not json' },
+  ]);
+  const code = await group.step('the process ends', () =>
+    Promise.race([
+      w.exited,
+      sleep(60_000).then(() => {
+        throw new Error('still running 60 s after the poison record');
+      }),
+    ]),
+  );
+  assert.equal(code, 1);
+  assert.ok(w.logs.some((l) => l.includes('a stream thread failed; stopping every thread')));
+  for (const thread of [0, 1])
+    assert.ok(
+      w.logs.some((l) => l.includes(`"thread":${thread}`) && l.includes('"msg":"worker stopped"')),
+      `thread ${thread} stopped its worker`,
+    );
+});
