@@ -50,7 +50,8 @@ Prints each member removed; exits 1 when an id was not a member of the group.`,
 
 Runs one worker of the job (a .ts, .mts, .js or .mjs file whose default export is an App) until
 SIGTERM or SIGINT (a graceful stop: last checkpoint). Start more processes of the same job to share
-its partitions. Its input and output topics must exist. A worker is a static group member
+its partitions, or run several workers in this one with --processing.threads N (Kafka Streams'
+num.stream.threads: one per core). Its input and output topics must exist. A worker is a static group member
 (kafka.staticMembership): a stopped one keeps its place for kafka.sessionTimeoutMs, so a restart
 gets its tasks back without a rebalance.
   --leave-group-on-stop   leave the group on SIGTERM/SIGINT, so the tasks move at once (scale-down)

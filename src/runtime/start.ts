@@ -45,6 +45,11 @@ export async function startWorker(
     opts.logger ??
     createLogger({ level: config.log.level, format: config.log.format, secrets: secretsOf(config) });
   const registry = opts.registry ?? createRegistry();
+  if (config.processing.threads > 1)
+    logger.warn(
+      { threads: config.processing.threads },
+      'processing.threads is for sluice run and sluice dev (each thread loads the job file); startWorker runs one worker',
+    );
   const instance = await claimGroupInstance(config, app.id, logger);
   if (instance)
     logger.info(

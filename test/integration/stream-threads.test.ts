@@ -23,7 +23,8 @@ import {
  *   /status merges the threads, /metrics sums their series (and shows the process's own once),
  *   `/t/<i>/status` is one thread's;
  * - a state query to either process finds every key, on the asked process's own threads or
- *   forwarded to the other's (through `/t/<i>`, the address each thread advertises);
+ *   forwarded to the other's (through `/t/<i>`, the address each thread advertises), with the
+ *   token passed on; without it `/status`, `/state` and `/t/<i>/...` answer 401;
  * - exactly-once holds, counted by Kafka's console consumer (read_committed), through a whole
  *   process frozen past its session and thawed (SIGSTOP, SIGCONT: both of its threads are zombies
  *   at once) and a SIGKILL of the other followed by a restart on the same state folders.
@@ -35,6 +36,10 @@ const FIRST = 20_000;
 const N = Number(process.env.TEST_THREADS_RECORDS ?? 80_000);
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const TOKEN = 'a-token-of-32-characters-thread0';
+const get = (url: string) =>
+  fetch(url, { headers: { authorization: `Bearer ${TOKEN}` }, signal: AbortSignal.timeout(20_000) });
+const status = async (w: WorkerProcess): Promise<any> => (await get(`${await w.url()}/status`)).json();
 
 test('stream threads should split a process’s tasks, answer for them on one server, and keep exactly-once through SIGSTOP past the session and SIGKILL', {
   timeout: 480_000,
@@ -42,7 +47,9 @@ test('stream threads should split a process’s tasks, answer for them on one se
   const chaos = rng(SEED + 1);
   const { id, input, output, env } = await jobTopics('t-threads', 4);
   const group = workerGroup(t, id);
-  const args = [...exactlyOnceArgs(SESSION_MS), '--processing.threads', '2'];
+  // With a token: /status, /state and `/t/<i>/` answer 401 without it, and a query one process
+  // forwards to the other must pass it on.
+  const args = [...exactlyOnceArgs(SESSION_MS), '--processing.threads', '2', '--http.authToken', TOKEN];
   const slots = ['a', 'b'].map((name) => ({
     name,
     stateDir: mkdtempSync(join(tmpdir(), `sluice-thr-${name}-`)),
@@ -59,7 +66,7 @@ test('stream threads should split a process’s tasks, answer for them on one se
   await group.step('every thread runs tasks', () =>
     eventually(
       async () => {
-        const ss = await Promise.all(workers.map((w) => w.status()));
+        const ss = await Promise.all(workers.map((w) => status(w)));
         return (
           ss.every(
             (s) =>
@@ -73,7 +80,7 @@ test('stream threads should split a process’s tasks, answer for them on one se
     ),
   );
   await group.step('the first records come out', () => readCommittedUntil(output, FIRST, 120_000));
-  const [sa, sb] = await Promise.all(workers.map((w) => w.status()));
+  const [sa, sb] = await Promise.all(workers.map((w) => status(w)));
   for (const [s, url] of [
     [sa, urls[0]],
     [sb, urls[1]],
@@ -89,7 +96,11 @@ test('stream threads should split a process’s tasks, answer for them on one se
       2,
       'two of the four members are this process',
     );
-    const one = (await (await fetch(`${url}/t/1/status`)).json()) as any;
+    const one = (await (await get(`${url}/t/1/status`)).json()) as any;
+    for (const path of ['/status', '/t/1/status', '/t/0/', `/state/sum-acc/k1`, '/t/1/state/sum-acc/k1'])
+      assert.equal((await fetch(`${url}${path}`)).status, 401, `${path} without the token`);
+    // A path a URL parser would read as `//x/state/...` reaches no state route, token or not.
+    assert.equal((await fetch(`${url}/t/0//x/state/sum-acc/k1`)).status, 404);
     assert.deepEqual(one.tasks.map((x: any) => x.id).sort(), [...s.threads[1].tasks].sort());
   }
   assert.equal(sa.group.members.length, 4);
@@ -116,7 +127,7 @@ test('stream threads should split a process’s tasks, answer for them on one se
   let forwarded = 0;
   for (const [k, sums] of gen.expected) {
     for (const url of urls) {
-      const r = await fetch(`${url}/state/sum-acc/${encodeURIComponent(k)}`);
+      const r = await get(`${url}/state/sum-acc/${encodeURIComponent(k)}`);
       const body = (await r.json()) as any;
       assert.equal(r.status, 200, `${k} at ${url}: ${JSON.stringify(body)}`);
       assert.deepEqual(body.value, { sum: sums.at(-1), n: sums.length }, `running sum of ${k}`);

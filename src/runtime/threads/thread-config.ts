@@ -33,6 +33,7 @@ export function threadConfig(config: Readonly<SluiceConfig>, index: number, coun
     },
     processing: {
       ...config.processing,
+      threads: 1,
       asyncMaxBytes: Math.max(1024, share(config.processing.asyncMaxBytes)),
     },
     state: {

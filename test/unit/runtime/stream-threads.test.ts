@@ -57,6 +57,7 @@ test('a stream thread’s config should give it its own state folder and instanc
     assert.equal(t.state.recordCacheMaxBytes, 30);
     assert.equal(t.processing.asyncMaxBytes, 1024, 'a share, but not below the schema minimum');
     assert.equal(t.http.enabled, false);
+    assert.equal(t.processing.threads, 1, 'each thread is one worker');
     assert.equal(t.processing.guarantee, c.processing.guarantee);
   }
   // No configured id: each thread's state folder keeps one of its own (instance-id.ts).
