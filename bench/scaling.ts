@@ -7,7 +7,7 @@
  *
  *   npm run build && KAFKA_BROKERS=127.0.0.1:9092 node dist/bench/scaling.js \
  *     [--workload running-sum] [--guarantee at_least_once] [--records 4000000] \
- *     [--parallelism 1,2] [--systems sluice,kafka-streams] [--runs 2]
+ *     [--parallelism 1,2] [--systems sluice,sluice-threads,kafka-streams] [--runs 2]
  *
  * Each run gets new topics (4 partitions) and the input is written first. The processes then
  * start together, and the rate is taken between 50 % and 90 % of the input committed, when all
