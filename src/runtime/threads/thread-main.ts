@@ -73,7 +73,11 @@ const STARTING = { ready: false, reason: 'starting' };
 function answer(req: ThreadRequest): Promise<unknown> {
   // A stop asked for while the worker starts waits for the start, then stops it.
   if (req.op === 'stop') {
-    stopping ??= starting.then(() => running?.stop({ leaveGroup: req.leaveGroup }));
+    // The log is written asynchronously from a thread: its last lines are flushed before the
+    // answer, after which the main thread ends the thread.
+    stopping ??= starting
+      .then(() => running?.stop({ leaveGroup: req.leaveGroup }))
+      .finally(() => new Promise<void>((r) => logger.flush(() => r())));
     return stopping;
   }
   const r = running;
