@@ -12,7 +12,7 @@ export const FORWARDED_TO_HEADER = 'x-sluice-forwarded-to';
 /** How long a forwarded query may take before the asking worker answers 504. */
 const FORWARD_TIMEOUT_MS = 5000;
 
-function sendJson(
+export function sendJson(
   res: ServerResponse,
   code: number,
   body: unknown,

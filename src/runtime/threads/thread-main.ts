@@ -15,6 +15,7 @@ import { NODE_METRICS_PREFIX } from '../../ops/metrics.js';
 import { secretsOf } from '../../ops/redact.js';
 import { type RunningWorker, startWorker } from '../start.js';
 import { captureRoute, type ThreadReply, type ThreadRequest, toWireError } from './thread-protocol.js';
+import { placeholderStatus } from './thread-status.js';
 
 export interface ThreadData {
   jobFile: string;
@@ -85,13 +86,7 @@ function answer(req: ThreadRequest): Promise<unknown> {
     if (req.op === 'live') return Promise.resolve(true);
     if (req.op === 'ready') return Promise.resolve(STARTING);
     if (req.op === 'metrics') return registry.getMetricsAsJSON();
-    if (req.op === 'status')
-      return Promise.resolve({
-        state: 'starting',
-        readiness: STARTING,
-        worker: { memberId: null },
-        tasks: [],
-      });
+    if (req.op === 'status') return Promise.resolve(placeholderStatus('starting', STARTING.reason));
     return Promise.reject(new Error(`thread ${data.index} is starting`));
   }
   const w = r.worker;

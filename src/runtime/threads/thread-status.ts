@@ -19,6 +19,11 @@ interface WorkerDoc {
   memberId: string | null;
 }
 
+/** The /status of a thread that has none to give yet (`starting`) or did not answer (`failed`). */
+export function placeholderStatus(state: 'starting' | 'failed', reason: string): Doc {
+  return { state, readiness: { ready: false, reason }, worker: { memberId: null }, tasks: [] };
+}
+
 export function mergeThreadStatus(docs: readonly Doc[]): Doc {
   const base = docs[0];
   if (!base) throw new Error('no thread status to merge');

@@ -17,7 +17,7 @@ import { Worker as Thread } from 'node:worker_threads';
 import { AggregatorRegistry, type MetricObjectWithValues, type MetricValue } from 'prom-client';
 import type { SluiceConfig } from '../../config/schema.js';
 import { exposureWarning } from '../../ops/auth.js';
-import { FORWARDED_HEADER } from '../../ops/http-routes.js';
+import { FORWARDED_HEADER, sendJson } from '../../ops/http-routes.js';
 import { type OpsServer, type Route, startOpsServer } from '../../ops/http-server.js';
 import { createLogger, type Logger } from '../../ops/logger.js';
 import { createRegistry } from '../../ops/metrics.js';
@@ -32,7 +32,7 @@ import {
   type ThreadReply,
   type ThreadRequest,
 } from './thread-protocol.js';
-import { mergeThreadStatus } from './thread-status.js';
+import { mergeThreadStatus, placeholderStatus } from './thread-status.js';
 
 /** How long a stop may take per thread: below run-command's 30 s for the whole process. */
 const STOP_GRACE_MS = 25_000;
@@ -149,10 +149,8 @@ function sendCaptured(res: ServerResponse, c: CapturedResponse): void {
   res.end(c.body);
 }
 
-function sendError(res: ServerResponse, status: number, message: string): void {
-  res.writeHead(status, { 'content-type': 'application/json', 'cache-control': 'no-store' });
-  res.end(JSON.stringify({ error: message }));
-}
+const sendError = (res: ServerResponse, status: number, message: string) =>
+  sendJson(res, status, { error: message });
 
 /** Starts `config.processing.threads` stream threads running the job in `jobFile`. */
 export async function startThreaded(
@@ -203,12 +201,9 @@ export async function startThreaded(
           mergeThreadStatus(
             await Promise.all(
               threads.map((t) =>
-                (t.call({ op: 'status' }) as Promise<Record<string, unknown>>).catch((e: Error) => ({
-                  state: 'failed',
-                  readiness: { ready: false, reason: e.message },
-                  worker: { memberId: null },
-                  tasks: [],
-                })),
+                (t.call({ op: 'status' }) as Promise<Record<string, unknown>>).catch((e: Error) =>
+                  placeholderStatus('failed', e.message),
+                ),
               ),
             ),
           ),
